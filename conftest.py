@@ -1,0 +1,86 @@
+"""Run every MyST-markdown notebook (chapters and the scorecard) as tests under nbval.
+
+Each code cell is one test item, reported as `notebooks/x.md:LINE (cell N)`. Sources store no
+outputs, so nothing is compared: the notebooks' own asserts do the checking. A notebook's time
+budget (front matter `repro: budget_s`, default 180 s) is enforced by shrinking nbval's cell
+timeout as the budget is spent; once a cell fails, the notebook's later cells are skipped.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import jupytext
+import pytest
+from nbval.plugin import IPyNbCell, IPyNbFile
+
+DEFAULT_BUDGET_S = 180.0
+CODE_CELL = re.compile(r"^```\{code-cell\}")
+
+
+def pytest_collect_file(file_path, parent):
+    """Collect `.md` files under notebooks/ and book/ whose front matter names a kernel."""
+    if file_path.suffix != ".md" or file_path.parent.name not in ("notebooks", "book"):
+        return None
+    text = file_path.read_text(encoding="utf-8")
+    if not text.startswith("---") or "kernelspec:" not in text.split("\n---", 1)[0]:
+        return None
+    return MystNotebook.from_parent(parent, path=file_path)
+
+
+class MystNotebook(IPyNbFile):
+    """A Jupytext MyST notebook run cell by cell in a kernel started in its own folder."""
+
+    def collect(self):
+        text = self.path.read_text(encoding="utf-8")
+        self.nb = jupytext.reads(text, fmt="md:myst")
+        self.budget_s = float(self.nb.metadata.get("repro", {}).get("budget_s", DEFAULT_BUDGET_S))
+        self.started_at: float | None = None
+        self.failed_cell: int | None = None
+        lines = [i + 1 for i, line in enumerate(text.splitlines()) if CODE_CELL.match(line)]
+        cells = [c for c in self.nb.cells if c.cell_type == "code"]
+        if len(lines) != len(cells):
+            raise ValueError(
+                f"{self.path}: found {len(lines)} code-cell fences, {len(cells)} cells"
+            )
+        for n, (line, cell) in enumerate(zip(lines, cells, strict=True)):
+            yield MystCell.from_parent(
+                self, name=f"{self.path.name}:{line} (cell {n})", cell_num=n, cell=cell,
+                options={"check": False}, line=line,
+            )  # fmt: skip
+
+
+class MystCell(IPyNbCell):
+    """One code cell; its timeout is what is left of the notebook's budget."""
+
+    def __init__(self, *args, line: int, **kwargs):
+        from collections import defaultdict
+
+        kwargs["options"] = defaultdict(bool, kwargs["options"])
+        super().__init__(*args, **kwargs)
+        self.line = line
+
+    def setup(self):
+        notebook = self.parent
+        if notebook.failed_cell is not None:
+            pytest.skip(f"cell {notebook.failed_cell} of this notebook failed")
+        if notebook.started_at is None:
+            notebook.started_at = time.monotonic()
+
+    def runtest(self):
+        notebook = self.parent
+        left = notebook.budget_s - (time.monotonic() - notebook.started_at)
+        if left <= 0:
+            notebook.failed_cell = self.cell_num
+            pytest.fail(f"{notebook.path.name} spent its {notebook.budget_s:.0f} s budget")
+        self.config.option.nbval_cell_timeout = left
+        try:
+            super().runtest()
+        except BaseException:
+            notebook.failed_cell = self.cell_num
+            raise
+
+    def reportinfo(self):
+        rel = self.path.relative_to(self.config.rootpath)
+        return self.path, self.line - 1, f"{rel}:{self.line} (cell {self.cell_num})"

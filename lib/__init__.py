@@ -1,0 +1,1 @@
+"""Scaling, Reproduced: the shared library."""
