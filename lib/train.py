@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,6 +26,8 @@ from torch import Tensor, nn
 from lib.lm import LMConfig, ParamCounts, TransformerLM, count_params, flops_per_token
 
 SCHEDULES = ("constant", "cosine", "linear", "wsd")
+Tokens = np.ndarray | Tensor  # a token stream (L,) or a stack of streams (R, L)
+BatchFn = Callable[[int, torch.Generator], tuple[Tensor, Tensor]]  # (step, gen) -> x, y (B, S)
 
 
 @dataclass(frozen=True)
@@ -218,7 +220,8 @@ class TrainResult:
     aux_loss: np.ndarray  # (steps,) MoE balance loss (zeros for dense models)
     lr: np.ndarray  # (steps,) peak-group learning rate used at each step
     eval_steps: np.ndarray  # (n_eval,) completed steps at each evaluation
-    eval_loss: np.ndarray  # (n_eval,) validation loss (empty without val_tokens)
+    eval_loss: np.ndarray  # (n_eval,) loss on the (first) validation set; empty without one
+    eval_losses: dict[str, np.ndarray]  # name -> (n_eval,) losses, one entry per validation set
     tokens_seen: int
     params: ParamCounts
     flops: float
@@ -271,16 +274,21 @@ def _make_optimizer(
 def train(
     model_cfg: LMConfig,
     train_cfg: TrainConfig,
-    train_tokens: np.ndarray | Tensor,
-    val_tokens: np.ndarray | Tensor | None = None,
+    train_tokens: np.ndarray | Tensor | None,
+    val_tokens: Tokens | Mapping[str, Tokens] | None = None,
     device: str | torch.device = "cpu",
     param_groups: Callable[[nn.Module], list[dict]] | None = None,
     init_state: dict | None = None,
+    batch_fn: BatchFn | None = None,
+    callback: Callable[[int, TransformerLM], None] | None = None,
 ) -> TrainResult:
     """Train TransformerLM(model_cfg) with AdamW on random windows of train_tokens (L,)/(R, L).
 
-    Loss = next-token cross-entropy + MoE balance loss. Evaluates on val_tokens every
-    eval_every steps and at the end. init_state (a state_dict) starts from a checkpoint.
+    Loss = next-token cross-entropy + MoE balance loss. Evaluates on val_tokens (one stream, or
+    a dict of named streams) every eval_every steps and at the end. init_state (a state_dict)
+    starts from a checkpoint. batch_fn(step, generator) -> (x, y), both (B, S), replaces the
+    random windows (pass train_tokens=None then); callback(steps_done, model) runs after every
+    step, e.g. to record an exact population loss (its time counts as evaluation time).
     """
     if not isinstance(model_cfg, LMConfig):
         raise ValueError(f"model_cfg={model_cfg!r} must be an LMConfig")
@@ -288,16 +296,24 @@ def train(
         raise ValueError(f"train_cfg={train_cfg!r} must be a TrainConfig")
     if train_cfg.seq_len > model_cfg.max_seq_len:
         raise ValueError(f"seq_len={train_cfg.seq_len} exceeds max_seq_len={model_cfg.max_seq_len}")
+    if (train_tokens is None) == (batch_fn is None):
+        raise ValueError("pass exactly one of train_tokens and batch_fn (the other as None)")
     device = torch.device(device)
     S, V = train_cfg.seq_len, model_cfg.vocab_size
-    data = as_token_tensor(train_tokens, V, S + 1, "train_tokens").to(device)
-    val = (
-        None
-        if val_tokens is None
-        else eval_windows(
-            as_token_tensor(val_tokens, V, S + 1, "val_tokens"), S, train_cfg.eval_windows
+    if batch_fn is None:
+        data = as_token_tensor(train_tokens, V, S + 1, "train_tokens").to(device)
+
+        def batch_fn(step: int, gen: torch.Generator) -> tuple[Tensor, Tensor]:
+            return get_batch(data, train_cfg.batch_size, S, gen)
+
+    named = val_tokens if isinstance(val_tokens, Mapping) else {"val": val_tokens}
+    val = {
+        name: eval_windows(
+            as_token_tensor(v, V, S + 1, f"val_tokens[{name!r}]"), S, train_cfg.eval_windows
         ).to(device)
-    )
+        for name, v in named.items()
+        if v is not None
+    }
     model = build_model(model_cfg, train_cfg.seed, device)
     if init_state is not None:
         model.load_state_dict(init_state)
@@ -305,15 +321,19 @@ def train(
     seed = train_cfg.seed if train_cfg.data_seed is None else train_cfg.data_seed
     gen = torch.Generator().manual_seed(seed)
     lrs = np.array([lr_at(s, train_cfg) for s in range(train_cfg.steps)])
-    losses, auxes, evals = _run(model, opt, train_cfg, data, val, gen, lrs / train_cfg.lr)
+    losses, auxes, evals = _run(
+        model, opt, train_cfg, batch_fn, val, gen, lrs / train_cfg.lr, callback
+    )
     model.eval()
     n_tok = train_cfg.tokens
+    eval_losses = {name: np.array([e[name] for _, e in evals[0]]) for name in val}
     return TrainResult(
         train_loss=losses,
         aux_loss=auxes,
         lr=lrs,
         eval_steps=np.array([s for s, _ in evals[0]], dtype=np.int64),
-        eval_loss=np.array([v for _, v in evals[0]], dtype=np.float64),
+        eval_loss=next(iter(eval_losses.values()), np.empty(0)),
+        eval_losses=eval_losses,
         tokens_seen=n_tok,
         params=count_params(model_cfg),
         flops=3 * flops_per_token(model_cfg, S) * n_tok,
@@ -327,10 +347,11 @@ def _run(
     model: TransformerLM,
     opt: torch.optim.AdamW,
     cfg: TrainConfig,
-    data: Tensor,
-    val: Tensor | None,
+    batch_fn: BatchFn,
+    val: dict[str, Tensor],
     gen: torch.Generator,
     scale: np.ndarray,
+    callback: Callable[[int, TransformerLM], None] | None,
 ) -> tuple[np.ndarray, np.ndarray, tuple[list, float, float]]:
     """The hot loop. Returns per-step losses, aux losses and (evals, wall_s, train_s)."""
     model.train()
@@ -339,7 +360,7 @@ def _run(
     auxes = torch.empty(cfg.steps)
     evals, eval_s, t0 = [], 0.0, time.perf_counter()
     for step in range(cfg.steps):
-        x, y = get_batch(data, cfg.batch_size, cfg.seq_len, gen)
+        x, y = batch_fn(step, gen)  # (B, S) each
         for g in opt.param_groups:
             g["lr"] = g["base_lr"] * scale[step]
         logits, aux = model(x)  # (B, S, V)
@@ -352,10 +373,13 @@ def _run(
         losses[step], auxes[step] = loss.detach(), aux.detach()
         done = step + 1
         due = done == cfg.steps or (cfg.eval_every > 0 and done % cfg.eval_every == 0)
-        if val is not None and due:
-            te = time.perf_counter()
-            evals.append((done, float(token_nll(model, val).mean())))
-            eval_s += time.perf_counter() - te
+        te = time.perf_counter()
+        if val and due:
+            evals.append((done, {k: float(token_nll(model, w).mean()) for k, w in val.items()}))
+        if callback is not None:
+            callback(done, model)
+            model.train()  # a callback may have switched to eval mode
+        eval_s += time.perf_counter() - te
     wall = time.perf_counter() - t0
     return (
         losses.numpy().astype(np.float64),

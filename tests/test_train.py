@@ -116,6 +116,28 @@ def test_param_groups_hook_and_init_state():
     assert second.train_loss[0] < first.train_loss[0]  # resumed from the trained weights
 
 
+def test_named_validation_sets_batch_fn_and_callback():
+    tokens = np.random.default_rng(1).integers(0, 8, size=(2, 200))
+    tc = TrainConfig(steps=6, batch_size=4, seq_len=8, lr=1e-2, eval_every=3)
+    plain = train(TINY, tc, tokens, val_tokens={"a": tokens[0], "b": tokens[1]})
+    assert list(plain.eval_steps) == [3, 6]
+    assert set(plain.eval_losses) == {"a", "b"}
+    np.testing.assert_array_equal(plain.eval_loss, plain.eval_losses["a"])
+
+    data = torch.as_tensor(tokens)
+    seen: list[int] = []
+    same = train(
+        TINY, tc, None, val_tokens=tokens[0],
+        batch_fn=lambda step, gen: get_batch(data, 4, 8, gen),
+        callback=lambda done, model: seen.append(done),
+    )  # fmt: skip
+    np.testing.assert_array_equal(same.train_loss, plain.train_loss)  # same batches, same run
+    np.testing.assert_array_equal(same.eval_loss, plain.eval_losses["a"])
+    assert seen == [1, 2, 3, 4, 5, 6]
+    with pytest.raises(ValueError, match="exactly one of train_tokens and batch_fn"):
+        train(TINY, tc, tokens, batch_fn=lambda step, gen: get_batch(data, 4, 8, gen))
+
+
 def test_bad_inputs_raise_value_error_naming_the_argument():
     for name, bad in [
         ("steps", 0),
