@@ -46,7 +46,7 @@ class MystNotebook(IPyNbFile):
             )
         for n, (line, cell) in enumerate(zip(lines, cells, strict=True)):
             yield MystCell.from_parent(
-                self, name=f"{self.path.name}:{line} (cell {n})", cell_num=n, cell=cell,
+                self, name=f"line {line} (cell {n})", cell_num=n, cell=cell,
                 options={"check": False}, line=line,
             )  # fmt: skip
 
