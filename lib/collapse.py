@@ -22,6 +22,8 @@ import numpy as np
 
 from lib.synth import MarkovChain
 
+# Learning-rate schedules a Run may use (the shapes of `lib.train.lr_at`, all to zero).
+SCHEDULES = ("linear", "constant", "wsd")
 # Power Lines (Bergsma et al. 2025b, arXiv:2505.13738) fit of the optimal timescale:
 # tau_opt(TPP) = C * TPP^(-exponent).
 BERGSMA2025_POWERLINES = {"C": 1.084, "exponent": 0.527}
@@ -196,7 +198,8 @@ class Run:
     """One training run of the toy family: width d, T steps of B windows, peak rate eta.
 
     tau sets every group's decay (see `mup_groups`) unless lam freezes it. schedule: 'linear'
-    (warmup then linear decay to zero) or 'constant'. From t/T = fault_at on, a fraction
+    (warmup then linear decay to zero), 'constant', or 'wsd' (constant, then linear to zero
+    over the last decay_frac of steps). From t/T = fault_at on, a fraction
     fault_frac of the training labels is replaced by uniform random tokens (a data bug).
     """
 
@@ -208,6 +211,7 @@ class Run:
     seed: int = 0
     lam: tuple[float, float] | None = None
     schedule: str = "linear"
+    decay_frac: float = 0.2
     warmup_frac: float = 0.02
     fault_at: float | None = None
     fault_frac: float = 0.0
@@ -223,8 +227,10 @@ class Run:
         if self.d_model % 2:
             raise ValueError(f"d_model={self.d_model} must be even (2 attention heads)")
         _positive("eta", self.eta), _positive("tau", self.tau)
-        if self.schedule not in ("linear", "constant"):
-            raise ValueError(f"schedule={self.schedule!r} must be 'linear' or 'constant'")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule={self.schedule!r} must be one of {SCHEDULES}")
+        if not 0 < self.decay_frac <= 1:
+            raise ValueError(f"decay_frac={self.decay_frac!r} must be in (0, 1]")
         if self.fault_at is not None and not 0 < self.fault_at < 1:
             raise ValueError(f"fault_at={self.fault_at!r} must be None or in (0, 1)")
         if not 0 <= self.fault_frac <= 1:
@@ -281,55 +287,48 @@ def plan_steps(N: int, TPP: float, S: int, B_ref: int, D_ref: float) -> tuple[in
 def train_curve(
     run: Run, windows: np.ndarray, probs: np.ndarray, vocab_size: int, d_base: int
 ) -> Curve:
-    """Train `toy_config(run.d_model)` on fresh windows drawn from (windows, probs); AdamW.
+    """Train `toy_config(run.d_model)` with `lib.train.train` on fresh windows; muP AdamW groups.
 
-    Each step draws B windows i.i.d. from the exact window law (single pass, fresh data) and
-    evaluates the exact population loss at t_hat = 1/n_eval, 2/n_eval, ..., 1.
+    Each step draws B windows i.i.d. from the exact window law (single pass, fresh data); a
+    callback records the exact population loss at t_hat = 1/n_eval, 2/n_eval, ..., 1. No
+    gradient clipping, so AdamW's update and decay alone set the timescale tau.
     """
-    # TODO(lead): move to lib.train (a per-step callback and a data sampler would let
-    # lib.train.train do this; today it evaluates on sampled windows only).
     import torch
-    import torch.nn.functional as F
 
-    from lib.lm import count_params
-    from lib.train import TrainConfig, build_model, lr_at
+    from lib.train import TrainConfig, train
 
     S = windows.shape[1] - 1
-    cfg = toy_config(run.d_model, vocab_size, S)
-    model = build_model(cfg, run.seed)
-    groups = mup_groups(model, run.eta, d_base, run.tau, run.T, run.lam)
-    taus = group_timescales(groups, run.T)
-    opt = torch.optim.AdamW(groups, betas=(0.9, 0.95), fused=True)
-    sched = TrainConfig(
-        steps=run.T,
-        batch_size=run.B,
-        seq_len=S,
-        lr=1.0,
-        warmup_steps=max(1, round(run.warmup_frac * run.T)),
-        schedule=run.schedule,
-        min_lr_ratio=0.0,
-    )
     W, P = torch.as_tensor(windows), torch.as_tensor(probs)
-    gen = torch.Generator().manual_seed(10_000 + run.seed)
-    eval_at = {max(1, round(j * run.T / run.n_eval)): j for j in range(1, run.n_eval + 1)}
     fault_step = run.T + 1 if run.fault_at is None else round(run.fault_at * run.T)
-    L = np.empty(run.n_eval)
-    for step in range(run.T):
+    eval_at = {max(1, round(j * run.T / run.n_eval)): j - 1 for j in range(1, run.n_eval + 1)}
+    L, groups = np.empty(run.n_eval), []
+
+    def batch_fn(step: int, gen: torch.Generator):
         w = W[torch.multinomial(P, run.B, replacement=True, generator=gen)]  # (B, S+1)
         x, y = w[:, :-1], w[:, 1:].clone()
         if step >= fault_step:  # the data bug: some labels become uniform noise
             bad = torch.rand(y.shape, generator=gen) < run.fault_frac
             y[bad] = torch.randint(vocab_size, (int(bad.sum()),), generator=gen)
-        for g in opt.param_groups:
-            g["lr"] = g.setdefault("peak_lr", g["lr"]) * lr_at(step, sched)
-        logits, _ = model(x)
-        F.cross_entropy(logits.reshape(-1, vocab_size), y.reshape(-1)).backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        if step + 1 in eval_at:
-            L[eval_at[step + 1] - 1] = population_loss(model, W, P)
+        return x, y
+
+    def record(done: int, model) -> None:
+        if done in eval_at:
+            L[eval_at[done]] = population_loss(model, W, P)
+
+    def param_groups(model) -> list[dict]:
+        groups.extend(mup_groups(model, run.eta, d_base, run.tau, run.T, run.lam))
+        return [dict(g) for g in groups]  # copies: the optimizer rewrites each group's lr
+
+    cfg = TrainConfig(
+        steps=run.T, batch_size=run.B, seq_len=S, lr=run.eta, weight_decay=0.0,
+        warmup_steps=max(1, round(run.warmup_frac * run.T)), schedule=run.schedule,
+        decay_frac=run.decay_frac, min_lr_ratio=0.0, grad_clip=0.0, seed=run.seed,
+        data_seed=10_000 + run.seed,
+    )  # fmt: skip
+    res = train(toy_config(run.d_model, vocab_size, S), cfg, None, param_groups=param_groups,
+                batch_fn=batch_fn, callback=record)  # fmt: skip
     t_hat = np.arange(1, run.n_eval + 1) / run.n_eval
-    return Curve(run, count_params(cfg).total, t_hat, L, taus, S)
+    return Curve(run, res.params.total, t_hat, L, group_timescales(groups, run.T), S)
 
 
 def train_curves(
@@ -420,3 +419,39 @@ def detect(L, t_hat, ell_bar, t_fit: float, threshold: float) -> Detection:
     r = np.where(t > t_fit, L / c - e, np.nan)
     hits = np.flatnonzero(np.abs(np.nan_to_num(r)) > threshold)
     return Detection(c, r, float(t[hits[0]]) if hits.size else math.inf)
+
+
+@dataclass(frozen=True)
+class Bracket:
+    """Where a grid's minimum sits: index of the lowest seed-mean loss, and what brackets it.
+
+    ends_worse: the minimum is interior and both grid ends are worse by > z paired standard
+    errors (a minimum lies strictly inside the grid). neighbours_worse: the same for the two
+    adjacent grid values (the minimum is resolved at the grid's spacing).
+    """
+
+    index: int
+    ends_worse: bool
+    neighbours_worse: bool
+
+
+def bracket_minimum(L, z: float = 2.0) -> Bracket:
+    """Locate the seed-mean minimum of L (n_seeds >= 2, n_grid >= 3) and test its brackets.
+
+    Row k holds seed k's final losses at every (sorted) grid value, so comparisons are paired:
+    value j is worse than the minimum i when mean_k(L_kj - L_ki) > z * sd_k(L_kj - L_ki) /
+    sqrt(n_seeds) (common random numbers remove the seed effect shared by all grid values).
+    """
+    a = _finite_array("L", L, 2)
+    if a.shape[0] < 2 or a.shape[1] < 3:
+        raise ValueError(f"L must be (n_seeds >= 2, n_grid >= 3), got shape {a.shape}")
+    _positive("z", z)
+    i, last = int(np.argmin(a.mean(axis=0))), a.shape[1] - 1
+
+    def worse(j: int) -> bool:
+        d = a[:, j] - a[:, i]
+        return bool(d.mean() > z * d.std(ddof=1) / math.sqrt(len(d)))
+
+    if i in (0, last):
+        return Bracket(i, False, False)
+    return Bracket(i, worse(0) and worse(last), worse(i - 1) and worse(i + 1))

@@ -132,9 +132,25 @@ def test_invalid_inputs_raise():
         C.detect([1.0, 1.0], [0.5, 1.0], [1.0, 1.0], 1.0, 0.1)
     with pytest.raises(ValueError, match="schedule"):
         C.Run(8, 100, 8, 0.01, 0.2, schedule="cosine")
+    with pytest.raises(ValueError, match="decay_frac"):
+        C.Run(8, 100, 8, 0.01, 0.2, schedule="wsd", decay_frac=0.0)
     with pytest.raises(ValueError, match="fault_at"):
         C.Run(8, 100, 8, 0.01, 0.2, fault_at=1.5)
     with pytest.raises(ValueError, match="n_eval"):
         C.Run(8, 10, 8, 0.01, 0.2, n_eval=20)
     with pytest.raises(ValueError, match="S="):
         C.window_distribution(random_chain(4, order=3, seed=0), 1)
+
+
+def test_bracket_minimum_known_cases():
+    rng = np.random.default_rng(0)
+    seed_effect = rng.normal(0, 0.1, size=(3, 1))  # shared by every grid value: paired away
+    bowl = (np.arange(5) - 2.0) ** 2 * 0.01 + 1.0 + seed_effect + rng.normal(0, 1e-3, (3, 5))
+    assert C.bracket_minimum(bowl) == C.Bracket(2, True, True)
+    ramp = np.linspace(2, 1, 5) + seed_effect
+    assert C.bracket_minimum(ramp) == C.Bracket(4, False, False)  # at the edge of the grid
+    flat = np.array([1.3, 1.0, 1.0, 1.0, 1.3]) + seed_effect + rng.normal(0, 0.05, (3, 5))
+    b = C.bracket_minimum(flat)  # a flat floor: the ends are worse, the neighbours are not
+    assert 1 <= b.index <= 3 and b.ends_worse and not b.neighbours_worse
+    with pytest.raises(ValueError, match="n_seeds"):
+        C.bracket_minimum(bowl[:1])
