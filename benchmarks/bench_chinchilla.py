@@ -16,6 +16,7 @@ CSV = (
     Path(__file__).resolve().parent.parent / "data" / "chinchilla-epoch" / "svg_extracted_data.csv"
 )
 BESIROGLU2024 = {"E": 1.8172, "A": 477.8, "B": 2143.0, "alpha": 0.3473, "beta": 0.3672}
+BESIROGLU2024_CI = {"E": (1.769, 1.871), "alpha": (0.317, 0.373), "beta": (0.331, 0.415)}
 
 
 def main() -> None:
@@ -34,9 +35,9 @@ def main() -> None:
     start = time.perf_counter()
     boot = fit_chinchilla(N, D, L, n_bootstrap=200, seed=0)
     print(f"bootstrap (200 resamples, {time.perf_counter() - start:.0f} s), 95% intervals:")
-    for name in ("E", "alpha", "beta"):
+    for name, (p_lo, p_hi) in BESIROGLU2024_CI.items():
         lo, hi = boot.ci[name]
-        print(f"    {name:>5}: ({lo:.3f}, {hi:.3f})")
+        print(f"    {name:>5}: ours ({lo:.3f}, {hi:.3f})   Besiroglu et al. ({p_lo}, {p_hi})")
 
 
 if __name__ == "__main__":

@@ -193,10 +193,23 @@ def _chinchilla_objective(theta, log_N, log_D, log_L, delta):
     return float(np.sum(loss)), grad
 
 
+# The summed Huber objective is ~1e-3 at the optimum, so L-BFGS-B's default tolerances stop a
+# start that is already close after a step or two: bootstrap refits (which start at the best
+# fit) then barely move and their intervals come out far too narrow. Tight tolerances fix it.
+LBFGSB_OPTIONS = {"ftol": 1e-15, "gtol": 1e-12, "maxiter": 20_000}
+
+
 def _chinchilla_minimise(starts, log_N, log_D, log_L, delta) -> optimize.OptimizeResult:
     args = (log_N, log_D, log_L, delta)
     fits = [
-        optimize.minimize(_chinchilla_objective, s, args=args, jac=True, method="L-BFGS-B")
+        optimize.minimize(
+            _chinchilla_objective,
+            s,
+            args=args,
+            jac=True,
+            method="L-BFGS-B",
+            options=LBFGSB_OPTIONS,
+        )  # fmt: skip
         for s in starts
     ]
     return min(fits, key=lambda r: r.fun)

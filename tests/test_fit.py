@@ -58,10 +58,16 @@ def load_epoch() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return N, C / (6 * N), df["loss"].to_numpy()
 
 
-def test_chinchilla_reproduces_besiroglu2024_on_epoch_data():
+@pytest.fixture(scope="module")
+def epoch_fit() -> fit.ChinchillaFit:
+    """The coarse-grid fit of the Epoch data, with 200 bootstrap resamples (about 10 s)."""
     N, D, L = load_epoch()
     assert len(L) == 240
-    f = fit.fit_chinchilla(N, D, L, grid="coarse")
+    return fit.fit_chinchilla(N, D, L, grid="coarse", n_bootstrap=200, seed=0)
+
+
+def test_chinchilla_reproduces_besiroglu2024_on_epoch_data(epoch_fit):
+    f = epoch_fit
     # Three significant figures for E, alpha, beta; A and B are weakly identified (4 figures
     # printed, compared to 1%), and the summed Huber objective matches theirs, 0.0010183.
     assert round(f.E, 3) == pytest.approx(1.817, abs=1e-9)
@@ -70,6 +76,16 @@ def test_chinchilla_reproduces_besiroglu2024_on_epoch_data():
     assert f.A == pytest.approx(BESIROGLU2024["A"], rel=0.01)
     assert f.B == pytest.approx(BESIROGLU2024["B"], rel=0.01)
     assert f.objective == pytest.approx(0.0010183, rel=1e-3)
+
+
+# Besiroglu et al. 2024, 95% bootstrap intervals of their fit on the same 240 points.
+BESIROGLU2024_CI = {"E": (1.769, 1.871), "alpha": (0.317, 0.373), "beta": (0.331, 0.415)}
+
+
+def test_chinchilla_bootstrap_matches_besiroglu2024_intervals(epoch_fit):
+    for name, (lo, hi) in BESIROGLU2024_CI.items():
+        # 200 resamples pin a 2.5% percentile to about +-0.005 here; allow 0.01
+        assert epoch_fit.ci[name] == pytest.approx((lo, hi), abs=0.01), name
 
 
 def test_logistic_recovers_planted_curve():
