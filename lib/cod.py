@@ -26,6 +26,8 @@ from scipy import interpolate, optimize
 from sklearn.cluster import MeanShift, estimate_bandwidth
 from sklearn.isotonic import IsotonicRegression
 
+from lib.fit import as_array
+
 # Xu et al. 2025 defaults (Sec. 3 and Alg. 1): minimum cluster size K, bandwidth quantile Q,
 # extrapolatable-cluster thresholds on Eq. (4)'s a, b, c.
 XU2025_K = 10
@@ -39,19 +41,8 @@ MAX_MEANSHIFT_ROUNDS = 5  # rounds of Alg. 1; later rounds rarely add a cluster
 COD_LAW_BOUNDS = ([0.0, 0.0, 0.0, -3.0], [0.99, 1e3, 5.0, 10.0])
 
 
-def _array(name: str, x, ndim: int = 1, positive: bool = False) -> np.ndarray:
-    arr = np.asarray(x, dtype=float)
-    if arr.ndim != ndim or arr.size == 0:
-        raise ValueError(f"{name} must be a non-empty {ndim}-D array, got shape {arr.shape}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains NaN or inf; pass finite values")
-    if positive and np.any(arr <= 0):
-        raise ValueError(f"{name} must be > 0 everywhere, got min {arr.min():g}")
-    return arr
-
-
 def _probabilities(name: str, p, ndim: int = 1) -> np.ndarray:
-    arr = _array(name, p, ndim)
+    arr = as_array(name, p, ndim=ndim)
     if arr.min() < 0 or arr.max() > 1:
         raise ValueError(f"{name} must lie in [0, 1], got range [{arr.min():g}, {arr.max():g}]")
     return arr
@@ -60,7 +51,7 @@ def _probabilities(name: str, p, ndim: int = 1) -> np.ndarray:
 # ----------------------------------------------------------------------------- Eq. (4)
 def cod_law(C, g: float, a: float, b: float, c: float) -> np.ndarray:
     """Eq. (4) of Xu et al. 2025: y(C) = g + (1 - g) exp(-a C^-b - c); C in units of C_1."""
-    C = _array("C", C, positive=True)
+    C = as_array("C", C, positive=True)
     return g + (1 - g) * np.exp(-a * C**-b - c)
 
 
@@ -90,7 +81,7 @@ def fit_cod_law(C, y) -> CodLawFit:
 
     Multi-start trust-region least squares inside COD_LAW_BOUNDS; the best residual wins.
     """
-    C, y = _array("C", C, positive=True), _probabilities("y", y)
+    C, y = as_array("C", C, positive=True), _probabilities("y", y)
     if C.shape != y.shape or C.size < 4:
         raise ValueError(f"C and y need equal length >= 4, got {C.size} and {y.size}")
 
@@ -117,7 +108,7 @@ def am_gm_gap(p) -> float:
     Lemma 1: mu_a - mu_g ~= sigma^2 / (2 mu_a) for small spread, so a small gap means the
     items are homogeneous in difficulty and Eq. (4) holds for their mean.
     """
-    p = _array("p", p, positive=True)
+    p = as_array("p", p, positive=True)
     mu_a = p.mean()
     return float((mu_a - np.exp(np.log(p).mean())) / mu_a)
 
@@ -181,7 +172,7 @@ class MonotoneMap:
     y: np.ndarray
 
     def __call__(self, s) -> np.ndarray:
-        s = np.clip(_array("s", np.atleast_1d(s)), 0.0, 1.0)
+        s = np.clip(as_array("s", np.atleast_1d(s)), 0.0, 1.0)
         return np.clip(interpolate.PchipInterpolator(self.x, self.y)(s), 0.0, 1.0)
 
 
@@ -226,8 +217,8 @@ def predict_cod(
     before clustering but stay in the full set. anchor = (subset acc, full acc) of an extra
     model, or None; it only adds a point to the mapping.
     """
-    P, C = _probabilities("P", P, ndim=2), _array("C", C, positive=True)
-    C_target = _array("C_target", np.atleast_1d(C_target), positive=True)
+    P, C = _probabilities("P", P, ndim=2), as_array("C", C, positive=True)
+    C_target = as_array("C_target", np.atleast_1d(C_target), positive=True)
     if P.shape[1] != len(C):
         raise ValueError(f"P has {P.shape[1]} models but C has {len(C)}")
     active = np.flatnonzero(P.max(axis=1) > 0)
@@ -258,13 +249,13 @@ def gadre_loss_law(N, M, a: float, c: float, b: float, E: float) -> np.ndarray:
 
     N: parameters; M: tokens per parameter (D / N); L in nats/token.
     """
-    N, M = _array("N", N, positive=True), _array("M", M, positive=True)
+    N, M = as_array("N", N, positive=True), as_array("M", M, positive=True)
     return E + a * N**b + c * 6 ** (b / 2) * (M * N) ** b
 
 
 def fit_gadre_loss(N, M, L) -> np.ndarray:
     """Fit (a, c, b, E) of `gadre_loss_law` with their curve_fit grid of starts, best RMSE."""
-    N, M, L = (_array(k, v, positive=True) for k, v in (("N", N), ("M", M), ("L", L)))
+    N, M, L = (as_array(k, v, positive=True) for k, v in (("N", N), ("M", M), ("L", L)))
     if not N.shape == M.shape == L.shape or N.size < 4:
         raise ValueError(f"N, M, L need equal length >= 4, got {N.size}, {M.size}, {L.size}")
     best, best_cost = None, np.inf
@@ -289,12 +280,12 @@ def fit_gadre_loss(N, M, L) -> np.ndarray:
 
 def error_vs_loss(L, k: float, gamma: float, eps: float) -> np.ndarray:
     """Gadre et al. 2024, Eq. 5: Err(L) = eps - k exp(-gamma L) (top-1 error, L in nats)."""
-    return eps - k * np.exp(-gamma * _array("L", L))
+    return eps - k * np.exp(-gamma * as_array("L", L))
 
 
 def fit_error_vs_loss(L, err) -> np.ndarray:
     """Fit (k, gamma, eps) of `error_vs_loss` by scipy curve_fit from (1, 1, 1), as they did."""
-    L, err = _array("L", L), _probabilities("err", err)
+    L, err = as_array("L", L), _probabilities("err", err)
     if L.shape != err.shape or L.size < 3:
         raise ValueError(f"L and err need equal length >= 3, got {L.size} and {err.size}")
     theta, _ = optimize.curve_fit(lambda x, *p: error_vs_loss(x, *p), L, err, p0=[1, 1, 1],
@@ -463,7 +454,7 @@ def compare_methods(
     """
     from lib.fit import fit_saturating_power_law  # the loss law L(C) = E + A C^-alpha
 
-    P, C, L = _probabilities("P", P, 2), _array("C", C, positive=True), _array("L", L)
+    P, C, L = _probabilities("P", P, 2), as_array("C", C, positive=True), as_array("L", L)
     if not 4 <= n_small < P.shape[1] or len(C) != P.shape[1] or len(L) != P.shape[1]:
         raise ValueError(f"need 4 <= n_small={n_small} < n_models={P.shape[1]} = len(C), len(L)")
     acc, Cs, Ct = P.mean(axis=0), C[:n_small], C[n_small:]
@@ -534,7 +525,7 @@ def silhouette_vs_shuffled(X, labels, seed: int = 0) -> tuple[float, float]:
     from sklearn.cluster import KMeans
     from sklearn.metrics import silhouette_score
 
-    X, labels = _array("X", X, ndim=2), np.asarray(labels)
+    X, labels = as_array("X", X, ndim=2), np.asarray(labels)
     if labels.shape != (len(X),):
         raise ValueError(f"labels must have shape ({len(X)},), got {labels.shape}")
     on = labels >= 0

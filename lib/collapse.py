@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lib.fit import as_array
 from lib.synth import MarkovChain
 
 # Learning-rate schedules a Run may use (the shapes of `lib.train.lr_at`, all to zero).
@@ -37,15 +38,6 @@ def _positive(name: str, value: float) -> float:
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"{name}={value!r} must be finite and > 0")
     return float(value)
-
-
-def _finite_array(name: str, x, ndim: int) -> np.ndarray:
-    a = np.asarray(x, dtype=np.float64)
-    if a.ndim != ndim or a.size == 0:
-        raise ValueError(f"{name} must be a non-empty {ndim}-d array, got shape {a.shape}")
-    if not np.all(np.isfinite(a)):
-        raise ValueError(f"{name} contains NaN or inf; pass finite losses")
-    return a
 
 
 # ----------------------------------------------------------------------------- timescale
@@ -159,7 +151,7 @@ def bayes_loss(windows: np.ndarray, probs: np.ndarray) -> float:
     Conditional entropy from the window law: H(x_{i+1} | prefix) = H(x_0..x_{i+1}) - H(x_0..x_i).
     """
     W = np.asarray(windows)
-    p = _finite_array("probs", probs, 1)
+    p = as_array("probs", probs, ndim=1)
     if W.ndim != 2 or W.shape[0] != p.shape[0] or W.shape[1] < 2:
         raise ValueError(f"windows (M, S+1) and probs (M,) disagree: {W.shape}, {p.shape}")
 
@@ -369,8 +361,8 @@ def normalise(L, L_hat: float = 0.0) -> np.ndarray:
 
 def spread(ell, t_hat, t_min: float = 0.1) -> float:
     """Mean over t_hat >= t_min of (max - min across curves) of normalised curves ell (n, m)."""
-    e = _finite_array("ell", ell, 2)
-    t = _finite_array("t_hat", t_hat, 1)
+    e = as_array("ell", ell, ndim=2)
+    t = as_array("t_hat", t_hat, ndim=1)
     if e.shape[1] != t.shape[0] or e.shape[0] < 2:
         raise ValueError(f"ell must be (n >= 2 curves, len(t_hat)={t.shape[0]}), got {e.shape}")
     keep = t >= t_min
@@ -384,8 +376,8 @@ def align_final_loss(L_prefix, ell_prefix) -> float:
 
     Least squares in log space: ln c = mean(ln L(t_hat) - ln ell(t_hat)) over the prefix.
     """
-    L = _finite_array("L_prefix", L_prefix, 1)
-    e = _finite_array("ell_prefix", ell_prefix, 1)
+    L = as_array("L_prefix", L_prefix, ndim=1)
+    e = as_array("ell_prefix", ell_prefix, ndim=1)
     if L.shape != e.shape or np.any(L <= 0) or np.any(e <= 0):
         raise ValueError(f"L_prefix {L.shape} and ell_prefix {e.shape} must match and be > 0")
     return float(np.exp(np.mean(np.log(L) - np.log(e))))
@@ -407,7 +399,7 @@ def detect(L, t_hat, ell_bar, t_fit: float, threshold: float) -> Detection:
     then every later point is monitored: alarm when |L / L_T_hat - ell_bar| > threshold.
     """
     L, t, e = (
-        _finite_array(n, v, 1) for n, v in (("L", L), ("t_hat", t_hat), ("ell_bar", ell_bar))
+        as_array(n, v, ndim=1) for n, v in (("L", L), ("t_hat", t_hat), ("ell_bar", ell_bar))
     )
     if not L.shape == t.shape == e.shape:
         raise ValueError(f"L {L.shape}, t_hat {t.shape}, ell_bar {e.shape} must match")
@@ -442,7 +434,7 @@ def bracket_minimum(L, z: float = 2.0) -> Bracket:
     value j is worse than the minimum i when mean_k(L_kj - L_ki) > z * sd_k(L_kj - L_ki) /
     sqrt(n_seeds) (common random numbers remove the seed effect shared by all grid values).
     """
-    a = _finite_array("L", L, 2)
+    a = as_array("L", L, ndim=2)
     if a.shape[0] < 2 or a.shape[1] < 3:
         raise ValueError(f"L must be (n_seeds >= 2, n_grid >= 3), got shape {a.shape}")
     _positive("z", z)
