@@ -19,6 +19,17 @@ DEFAULT_BUDGET_S = 180.0
 CODE_CELL = re.compile(r"^```\{code-cell\}")
 
 
+NOTEBOOK_SECONDS: dict[str, float] = {}  # notebook path -> wall time of its cells so far
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print each notebook's wall time against its budget, so budgets are measured, not hoped."""
+    if NOTEBOOK_SECONDS:
+        terminalreporter.section("notebook wall times")
+        for path, seconds in NOTEBOOK_SECONDS.items():
+            terminalreporter.write_line(f"{seconds:7.1f} s  {path}")
+
+
 def pytest_collect_file(file_path, parent):
     """Collect `.md` files under notebooks/ and book/ whose front matter names a kernel."""
     if file_path.suffix != ".md" or file_path.parent.name not in ("notebooks", "book"):
@@ -80,6 +91,9 @@ class MystCell(IPyNbCell):
         except BaseException:
             notebook.failed_cell = self.cell_num
             raise
+        finally:
+            rel = str(notebook.path.relative_to(self.config.rootpath))
+            NOTEBOOK_SECONDS[rel] = time.monotonic() - notebook.started_at
 
     def reportinfo(self):
         rel = self.path.relative_to(self.config.rootpath)
