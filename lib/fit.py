@@ -32,10 +32,11 @@ COARSE_GRID = {
 
 
 # ---------------------------------------------------------------------------- validation
-def as_array(name: str, x, *, positive: bool = False, ndim: int = 1) -> np.ndarray:
-    """Return x as a float array of `ndim` dimensions, rejecting NaN/inf (and x <= 0 if asked)."""
+def as_array(name: str, x, *, positive: bool = False, ndim: int | None = 1) -> np.ndarray:
+    """Return x as a float array of `ndim` dimensions (None: any), rejecting NaN/inf and empty
+    input (and x <= 0 if asked)."""
     arr = np.asarray(x, dtype=float)
-    if arr.ndim != ndim:
+    if ndim is not None and arr.ndim != ndim:
         raise ValueError(f"{name} must be a {ndim}-D array, got shape {arr.shape}")
     if arr.size == 0:
         raise ValueError(f"{name} is empty; pass at least one value")

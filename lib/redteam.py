@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 from scipy import special, stats
 
-from lib.fit import fit_logit_linear, r2_score
+from lib.fit import as_array, fit_logit_linear, r2_score
 
 N_INPUT = 16  # dimension of a "request" x
 N_HIDDEN = 32  # teacher hidden units: 0-15 feed harm and concepts 1-4, 16-31 feed concepts 5-8
@@ -47,17 +47,8 @@ def _check_int(name: str, value, low: int) -> int:
     return int(value)
 
 
-def _check_finite(name: str, x, ndim: int | None = None) -> np.ndarray:
-    arr = np.asarray(x, dtype=float)
-    if ndim is not None and arr.ndim != ndim:
-        raise ValueError(f"{name} must be {ndim}-D, got shape {arr.shape}")
-    if arr.size == 0 or not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be non-empty and finite; got shape {arr.shape} with NaN/inf")
-    return arr
-
-
 def _check_prob(name: str, p, ndim: int | None = None) -> np.ndarray:
-    arr = _check_finite(name, p, ndim)
+    arr = as_array(name, p, ndim=ndim)
     if np.any((arr < 0) | (arr > 1)):
         raise ValueError(f"{name} must lie in [0, 1], got range [{arr.min()}, {arr.max()}]")
     return arr
@@ -76,7 +67,7 @@ class World:
 
     def scores(self, x) -> np.ndarray:
         """Ground-truth scores g*(x), shape (n, 9); concept k holds iff g*_k(x) > 0."""
-        x = _check_finite("x", x, ndim=2)
+        x = as_array("x", x, ndim=2)
         if x.shape[1] != N_INPUT:
             raise ValueError(f"x must have {N_INPUT} columns, got shape {x.shape}")
         return (np.tanh(x @ self.W1.T + self.b1) @ self.V.T - self.mu) / self.sd
@@ -168,7 +159,7 @@ def predict_proba(model, x) -> np.ndarray:
     """A student's beliefs P(concept k | x), shape (n, 9)."""
     import torch
 
-    x = _check_finite("x", x, ndim=2)
+    x = as_array("x", x, ndim=2)
     with torch.no_grad():
         return torch.sigmoid(model(torch.tensor(x, dtype=torch.float32))).double().numpy()
 
@@ -195,7 +186,7 @@ def train_pool(
     """
     from tqdm.auto import tqdm
 
-    x_eval = _check_finite("x_eval", x_eval, ndim=2)
+    x_eval = as_array("x_eval", x_eval, ndim=2)
     if not configs:
         raise ValueError("configs is empty; pass at least one StudentConfig")
     truth = world.scores(x_eval) > 0
@@ -215,7 +206,7 @@ def capability(accuracy) -> np.ndarray:
 
 def gap(c_A, c_T) -> np.ndarray:
     """Capability gap delta[i, j] = c_A[i] - c_T[j] = logit(a_A) - logit(a_T), shape (n_A, n_T)."""
-    c_A, c_T = _check_finite("c_A", c_A, ndim=1), _check_finite("c_T", c_T, ndim=1)
+    c_A, c_T = as_array("c_A", c_A, ndim=1), as_array("c_T", c_T, ndim=1)
     return c_A[:, None] - c_T[None, :]
 
 
@@ -234,7 +225,7 @@ def propose_boundary(attacker, x0, n_dir: int, kappa: float, seed: int) -> np.nd
     Rays where it never doubts give t = T_MAX; a behaviour it does not find harmful gives t = 0.
     Only the attacker's beliefs are used. Returns proposals, shape (n_beh, n_dir, 16).
     """
-    x0 = _check_finite("x0", x0, ndim=2)
+    x0 = as_array("x0", x0, ndim=2)
     _check_int("n_dir", n_dir, 1)
     if not 0 <= kappa < 0.5:
         raise ValueError(f"kappa must be in [0, 0.5), got {kappa!r}")
@@ -259,7 +250,7 @@ def propose_random(attacker, x0, n_dir: int, seed: int) -> np.ndarray:
 
     A proposal the attacker does not believe harmful is not sent (replaced by x0 itself).
     """
-    x0 = _check_finite("x0", x0, ndim=2)
+    x0 = as_array("x0", x0, ndim=2)
     _check_int("n_dir", n_dir, 1)
     u = _directions(len(x0), n_dir, seed)
     t = np.random.default_rng(seed + 1).uniform(0, T_MAX, size=u.shape[:2])
@@ -274,8 +265,8 @@ def attack_success(world: World, target, x0, proposals) -> np.ndarray:
 
     x0: (n_beh, 16); proposals: (n_beh, n_dir, 16). Returns bool, shape (n_beh,).
     """
-    x0 = _check_finite("x0", x0, ndim=2)
-    proposals = _check_finite("proposals", proposals, ndim=3)
+    x0 = as_array("x0", x0, ndim=2)
+    proposals = as_array("proposals", proposals, ndim=3)
     if proposals.shape[0] != x0.shape[0]:
         raise ValueError(f"proposals hold {proposals.shape[0]} behaviours, x0 {x0.shape[0]}")
     x = np.concatenate([x0[:, None, :], proposals], axis=1)  # the direct query comes first
@@ -395,7 +386,7 @@ def heldout_top_attackers(asr, delta, c_A, n_heldout: int = 3) -> tuple[float, f
     both in probability space over the n_heldout * n_T held-out pairs.
     """
     asr = _check_asr(asr, delta)
-    c_A = _check_finite("c_A", c_A, ndim=1)
+    c_A = as_array("c_A", c_A, ndim=1)
     n_heldout = _check_int("n_heldout", n_heldout, 1)
     if len(c_A) != asr.shape[0] or n_heldout > len(c_A) - 2:
         raise ValueError(f"need len(c_A) == {asr.shape[0]} and n_heldout <= n_A - 2")
@@ -415,7 +406,7 @@ def leave_one_target_out(asr, delta, c_A) -> tuple[float, float]:
     """Leave-one-target-out R^2 (probability space) of two pooled logit-linear models:
     the gap model logit(ASR) = w delta + b and the attacker-only model logit(ASR) = w c_A + b."""
     asr = _check_asr(asr, delta)
-    c_A = _check_finite("c_A", c_A, ndim=1)
+    c_A = as_array("c_A", c_A, ndim=1)
     n_T = asr.shape[1]
     if n_T < 3 or len(c_A) != asr.shape[0]:
         raise ValueError(f"need >= 3 targets and len(c_A) == {asr.shape[0]}")
@@ -431,14 +422,14 @@ def leave_one_target_out(asr, delta, c_A) -> tuple[float, float]:
 
 def median_index(c) -> int:
     """Index of the median model by capability (the lower middle one for an even count)."""
-    c = _check_finite("c", c, ndim=1)
+    c = as_array("c", c, ndim=1)
     return int(np.argsort(c)[(len(c) - 1) // 2])
 
 
 def gap_quantities(asr, c_A, c_T) -> dict[str, float]:
     """Every number behind claim checks 1-4 for one ASR matrix (n_A, n_T)."""
     asr = _check_asr(asr)
-    c_A, c_T = _check_finite("c_A", c_A, ndim=1), _check_finite("c_T", c_T, ndim=1)
+    c_A, c_T = as_array("c_A", c_A, ndim=1), as_array("c_T", c_T, ndim=1)
     if asr.shape != (len(c_A), len(c_T)):
         raise ValueError(f"asr has shape {asr.shape}, expected ({len(c_A)}, {len(c_T)})")
     delta = gap(c_A, c_T)
@@ -537,7 +528,7 @@ def pooled_curve_band(asr, delta, grid, n_bootstrap: int, seed: int) -> tuple[np
     Returns (curve, lo, hi), each shaped like grid.
     """
     asr = _check_asr(asr, delta)
-    delta, grid = np.asarray(delta, dtype=float), _check_finite("grid", grid, ndim=1)
+    delta, grid = np.asarray(delta, dtype=float), as_array("grid", grid, ndim=1)
     _check_int("n_bootstrap", n_bootstrap, 1)
     rng, curves = np.random.default_rng(seed), []
     for _ in range(n_bootstrap):
