@@ -1,13 +1,13 @@
 """ATLAS-style multilingual scaling laws, repetition-aware effective data and transfer scores.
 
 Implements the pieces of Longpre et al. ("ATLAS", ICLR 2026, arXiv:2510.22037) that Chapter 12
-needs:
-the saturating repetition term S_lambda (their Eq. 3, equal to Muennighoff et al. 2023's
+needs: the saturating repetition term S_lambda (their Eq. 3, equal to Muennighoff et al. 2023's
 effective data with R* = 1 / lambda), the ATLAS law and its baselines as fittable `Law`s, the
 bilingual transfer score (their Sec. 4) with a censoring rule, the curse-of-multilinguality law
-(their Sec. 5) and its iso-loss multipliers, plus toy plumbing: languages with designed
-family/script structure built from `lib.synth`, a batch sampler for language mixtures with a
-capped number of unique tokens per language, and a toy run through `lib.train.train`. Every law's
+(their Sec. 5) and its iso-loss multipliers, the finetune-versus-scratch crossover budget (their
+Sec. 6), plus toy plumbing: languages with designed family/script structure built from
+`lib.synth`, a batch sampler for language mixtures with a capped number of unique tokens per
+language, and a toy run through `lib.train.train` that can start from a checkpoint. Every law's
 irreducible loss E can be bounded below by the exact entropy floor of the synthetic target.
 torch is imported only when training.
 """
@@ -365,25 +365,80 @@ class Curves:
     tokens: np.ndarray  # (n_eval,) total training tokens seen at each checkpoint
     loss: dict[str, np.ndarray]  # language -> (n_eval,)
     N: int  # non-embedding parameters
+    state: dict = field(default_factory=dict, repr=False)  # final state_dict (CPU tensors)
+
+
+def toy_config(d_model: int, vocab: int):
+    """The `lib.lm.LMConfig` of `run_toy`: 1 layer, 2 heads, d_ff = 2 d_model, context 16."""
+    from lib.lm import LMConfig
+
+    return LMConfig(vocab_size=vocab, d_model=d_model, n_layers=1, n_heads=2, n_kv_heads=2,
+                    d_ff=2 * d_model, max_seq_len=16)  # fmt: skip
 
 
 def run_toy(
     d_model: int, vocab: int, weights: Mapping[str, float], pools: Mapping[str, np.ndarray],
     val: Mapping[str, np.ndarray], steps: int, eval_every: int, seed: int,
+    init_state: Mapping | None = None,
 ) -> Curves:  # fmt: skip
     """Train one 1-layer, 2-head toy decoder (d_ff = 2 d) on a language mixture.
 
     Batches of 32 windows of 16 tokens; AdamW, lr 1e-2, constant after 10 warmup steps; the
-    validation loss of every language in `val` is logged every eval_every steps.
+    validation loss of every language in `val` is logged every eval_every steps. init_state
+    (e.g. `Curves.state` of an earlier run of the same shape) starts from that checkpoint with a
+    fresh optimiser (finetuning); the returned `Curves.state` holds the final weights.
     """
-    from lib.lm import LMConfig
     from lib.train import TrainConfig, train
 
-    cfg = LMConfig(vocab_size=vocab, d_model=d_model, n_layers=1, n_heads=2, n_kv_heads=2,
-                   d_ff=2 * d_model, max_seq_len=16)  # fmt: skip
     tcfg = TrainConfig(steps=steps, batch_size=32, seq_len=16, lr=1e-2, warmup_steps=10,
                        schedule="constant", seed=seed, eval_every=eval_every,
                        eval_windows=128)  # fmt: skip
-    res = train(cfg, tcfg, None, dict(val), batch_fn=mixture_batch_fn(pools, weights, 32, 16))
+    batch_fn = mixture_batch_fn(pools, weights, 32, 16)
+    init = None if init_state is None else dict(init_state)
+    res = train(toy_config(d_model, vocab), tcfg, None, dict(val), init_state=init,
+                batch_fn=batch_fn)  # fmt: skip
     tokens = res.eval_steps * tcfg.batch_size * tcfg.seq_len
-    return Curves(tokens, dict(res.eval_losses), res.params.non_embedding)
+    state = {k: v.detach().cpu().clone() for k, v in res.model.state_dict().items()}
+    return Curves(tokens, dict(res.eval_losses), res.params.non_embedding, state)
+
+
+# --------------------------------------------------------------------------- crossover
+
+# ATLAS Sec. 6 prints the crossover compute C* = k N^gamma three ways; the Fig. 7 legend's
+# (k, gamma) is the only one that puts D* = C* / (6 N) at N = 2B inside the 144-283B tokens of
+# its Fig. 6 (the text's 1113708 N^1.65 also does; the caption's 10283128 N^1.65 gives ~1.9T).
+LONGPRE2025_CROSSOVER = (10283128.0, 1.54)  # (k, gamma), Fig. 7 legend; C in FLOPs, N params
+
+
+def crossover_tokens(N, k: float, gamma: float) -> np.ndarray:
+    """Tokens D* = C* / (6 N) at the crossover compute C* = k N^gamma (ATLAS Sec. 6), C = 6 N D."""
+    N = _finite("N", N, positive=True)
+    if not (math.isfinite(k) and k > 0 and math.isfinite(gamma)):
+        raise ValueError(f"k={k!r} must be finite and > 0 and gamma={gamma!r} finite")
+    return k * N**gamma / (6.0 * N)
+
+
+def crossover_budget(D, L_ft, L_scratch) -> tuple[float, str]:
+    """First budget D* (tokens) where scratch stops losing to finetuning, with censoring.
+
+    D (n,) increasing target-stage tokens at the checkpoints; L_ft, L_scratch (n,) the target
+    loss of the finetuned and the from-scratch model there. The gap g = L_scratch - L_ft is
+    interpolated linearly in log D between the last checkpoint with g > 0 and the first with
+    g <= 0. Returns (D*, ''); (D[-1], '>') if finetuning stays ahead (D* beyond the run);
+    (D[0], '<') if it is not ahead at the first checkpoint.
+    """
+    D, L_ft, L_s = (_finite(n, v, positive=True) for n, v in
+                    (("D", D), ("L_ft", L_ft), ("L_scratch", L_scratch)))  # fmt: skip
+    if D.ndim != 1 or D.shape != L_ft.shape or D.shape != L_s.shape or D.size < 2:
+        raise ValueError(f"D, L_ft, L_scratch must be 1-D of one length >= 2, got {D.shape}, "
+                         f"{L_ft.shape}, {L_s.shape}")  # fmt: skip
+    if np.any(np.diff(D) <= 0):
+        raise ValueError("D must be strictly increasing; pass the checkpoints in order")
+    g = L_s - L_ft
+    if g[0] <= 0:
+        return float(D[0]), "<"
+    if np.all(g > 0):
+        return float(D[-1]), ">"
+    j = int(np.argmax(g <= 0))  # first checkpoint where scratch has caught up
+    w = g[j - 1] / (g[j - 1] - g[j])
+    return float(math.exp((1 - w) * math.log(D[j - 1]) + w * math.log(D[j]))), ""

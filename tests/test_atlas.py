@@ -199,3 +199,45 @@ def test_mixture_batch_fn_samples_languages_by_weight():
         atlas.mixture_batch_fn(pools, {"a": 0.55, "c": 0.5}, 4, 8)
     with pytest.raises(ValueError, match="weights"):
         atlas.mixture_batch_fn(pools, {"z": 1.0}, 4, 8)
+
+
+def test_crossover_tokens_paper_legend_is_self_consistent():
+    # ATLAS Fig. 6 reports crossovers of 144-283B tokens at N = 2B; the Fig. 7 legend agrees
+    D_star = atlas.crossover_tokens(2e9, *atlas.LONGPRE2025_CROSSOVER)
+    assert 144e9 <= D_star <= 283e9
+    caption = atlas.crossover_tokens(2e9, atlas.LONGPRE2025_CROSSOVER[0], 1.65)
+    assert caption > 1e12  # the caption's mix of the two versions: ~1.9T tokens
+    assert atlas.crossover_tokens(10.0, 6.0, 2.0) == pytest.approx(10.0)  # 6 N^2 / (6 N) = N
+    with pytest.raises(ValueError, match="k="):
+        atlas.crossover_tokens(1e9, -1.0, 1.5)
+    with pytest.raises(ValueError, match="N"):
+        atlas.crossover_tokens(0.0, 1.0, 1.5)
+
+
+def test_crossover_budget_known_answers():
+    D = np.array([1.0, 10.0, 100.0, 1000.0])
+    L_ft = np.array([2.0, 1.8, 1.7, 1.65])
+    # the gap scratch - finetune is +0.2 at D = 10 and -0.2 at D = 100: crossing at sqrt(10 * 100)
+    L_s = L_ft + np.array([1.0, 0.2, -0.2, -0.3])
+    assert atlas.crossover_budget(D, L_ft, L_s) == (pytest.approx(10**1.5), "")
+    assert atlas.crossover_budget(D, L_ft, L_ft + 0.1) == (1000.0, ">")  # never caught up
+    assert atlas.crossover_budget(D, L_ft, L_ft - 0.1) == (1.0, "<")  # never behind
+    with pytest.raises(ValueError, match="increasing"):
+        atlas.crossover_budget(D[::-1], L_ft, L_s)
+    with pytest.raises(ValueError, match="1-D"):
+        atlas.crossover_budget(D, L_ft[:3], L_s)
+
+
+def test_run_toy_returns_final_state_and_finetunes_from_it():
+    from lib.train import build_model, evaluate
+
+    langs = atlas.build_languages([atlas.LangSpec("a", "f", 0)], 8, (0.5, 0.3, 0.2), seed=0)
+    pools = {"a": langs["a"].sample(64, seed=1, n_streams=8)}
+    val = {"a": langs["a"].sample(17 * 4, seed=2, n_streams=4)}
+    first = atlas.run_toy(8, 8, {"a": 1.0}, pools, val, steps=30, eval_every=10, seed=0)
+    model = build_model(atlas.toy_config(8, 8), seed=1)
+    model.load_state_dict(first.state)  # the state alone reproduces the final validation loss
+    assert evaluate(model, val["a"], 16, max_windows=128) == pytest.approx(first.loss["a"][-1])
+    again = atlas.run_toy(8, 8, {"a": 1.0}, pools, val, 10, 10, seed=0, init_state=first.state)
+    scratch = atlas.run_toy(8, 8, {"a": 1.0}, pools, val, 10, 10, seed=0)
+    assert again.loss["a"][0] < scratch.loss["a"][0]  # finetuning starts from what was learnt
