@@ -42,6 +42,11 @@ class Claim:
             text += f" ± {_sig(self.uncertainty, 2)}"
         return text
 
+    def _repr_pretty_(self, printer, cycle: bool) -> None:
+        """Jupyter's display of a cell ending in `checks.check(...)`: one readable line."""
+        mark = "pass" if self.passed else "FAIL"
+        printer.text(f"{mark}: {self.quantity} = {self.ours_text()} ({self.criterion})")
+
 
 def _sig(x: float, digits: int) -> str:
     """Format x with `digits` significant figures (plain notation for moderate magnitudes)."""

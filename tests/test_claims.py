@@ -70,3 +70,10 @@ def test_bad_checks_are_clear_errors(call, message):
 def test_chapter_name_must_carry_its_number():
     with pytest.raises(ValueError, match="chapter must look like"):
         ClaimChecks("attention", "t")
+
+
+def test_claim_displays_as_one_line_in_jupyter():
+    from IPython.lib.pretty import pretty
+
+    claim = ClaimChecks("99_demo", "demo").check("R^2", "0.9", 0.8512, ">= 0.9", False, 0.0213)
+    assert pretty(claim) == "FAIL: R^2 = 0.851 ± 0.021 (>= 0.9)"
