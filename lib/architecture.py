@@ -284,11 +284,51 @@ def fit_conditional_law(x, r, L, L_opt) -> PublishedLaw:
     return PublishedLaw(UFactor(a0, a1, a2), UFactor(1.0, b1, b2))
 
 
-def search_architecture(L_pred, throughput, L_target: float) -> int:
+def candidate_shapes(
+    N: int,
+    ds,
+    rs,
+    n_layers: int,
+    d_head: int,
+    x_range: tuple[float, float],
+    r_range: tuple[float, float],
+    n_tol: float = 0.05,
+    vocab_size: int = 8,
+    max_seq_len: int = 24,
+) -> list[LMConfig]:
+    """Distinct MHA shapes `design(N, d, r, ...)` over the grid ds x rs that stay in range.
+
+    Keeps a shape only if its realised x = d/sqrt(N) lies in x_range, its realised r in r_range
+    (both inclusive: the ranges the law was fitted on, so the search never extrapolates) and its
+    realised N within a fraction n_tol of N. Returns the configs in grid order, duplicates
+    (head rounding maps nearby requests to one shape) removed.
+    """
+    for name, rng in (("x_range", x_range), ("r_range", r_range)):
+        if len(rng) != 2 or not 0 < rng[0] <= rng[1] < math.inf:
+            raise ValueError(f"{name}={rng!r} must be (lo, hi) with 0 < lo <= hi < inf")
+    if not 0 <= n_tol < 1:
+        raise ValueError(f"n_tol={n_tol!r} must be in [0, 1), e.g. 0.05")
+    shapes: dict[LMConfig, None] = {}
+    for d in ds:
+        for r in rs:
+            cfg = design(N, d, r, n_layers, d_head, 1, vocab_size, max_seq_len)
+            x, r_real, n = shape_ratios(cfg)
+            if (
+                x_range[0] <= x <= x_range[1]
+                and r_range[0] <= r_real <= r_range[1]
+                and abs(n / N - 1) <= n_tol
+            ):
+                shapes[cfg] = None
+    return list(shapes)
+
+
+def search_architecture(L_pred, throughput, L_target: float, rel_tol: float = 0.0) -> int:
     """Eq. 4 / Alg. 1 of Bian et al. 2025: argmax throughput subject to L_pred <= L_target.
 
-    L_pred, throughput: (n,) per candidate. Returns the index of the pick, or -1 if none is
-    feasible. Throughput is measured, not modelled, as in the paper.
+    L_pred, throughput: (n,) per candidate. Feasible candidates whose throughput is within a
+    fraction rel_tol of the fastest count as tied (measurement noise), and the tie goes to the
+    lowest L_pred: the Pareto point. Returns the index of the pick, or -1 if none is feasible.
+    Throughput is measured, not modelled, as in the paper.
     """
     L_pred = np.asarray(L_pred, dtype=float)
     speed = _as_positive_array("throughput", throughput)
@@ -296,8 +336,13 @@ def search_architecture(L_pred, throughput, L_target: float) -> int:
         raise ValueError(f"L_pred must be finite with shape {speed.shape}, got {L_pred.shape}")
     if not math.isfinite(L_target):
         raise ValueError(f"L_target={L_target!r} must be finite")
+    if not 0 <= rel_tol < 1:
+        raise ValueError(f"rel_tol={rel_tol!r} must be in [0, 1), e.g. 0.05")
     feasible = np.flatnonzero(L_pred <= L_target)
-    return int(feasible[np.argmax(speed[feasible])]) if len(feasible) else -1
+    if not len(feasible):
+        return -1
+    tied = feasible[speed[feasible] >= (1 - rel_tol) * speed[feasible].max()]
+    return int(tied[np.argmin(L_pred[tied])])
 
 
 # ----------------------------------------------------------------------------- decoding

@@ -13,6 +13,7 @@ from lib.architecture import (
     PublishedLaw,
     UFactor,
     argmin_numeric,
+    candidate_shapes,
     decode_cost,
     design,
     fit_conditional_law,
@@ -113,11 +114,33 @@ def test_fit_conditional_law_recovers_optima():
 def test_search_picks_fastest_feasible():
     assert search_architecture([2.0, 1.9, 2.2, 1.95], [1.0, 2.0, 5.0, 3.0], 2.0) == 3
     assert search_architecture([2.5, 2.6], [1.0, 2.0], 2.0) == -1
+    # 5.0 and 4.9 tie within 5%: the tie goes to the lower predicted loss
+    assert search_architecture([2.0, 1.9, 1.99, 1.95], [1.0, 2.0, 5.0, 4.9], 2.0, 0.05) == 3
+    assert search_architecture([2.0, 1.9, 1.99, 1.95], [1.0, 2.0, 5.0, 4.9], 2.0, 0.01) == 2
+    with pytest.raises(ValueError, match="rel_tol"):
+        search_architecture([1.0], [1.0], 2.0, rel_tol=1.0)
     with pytest.raises(ValueError, match="throughput"):
         search_architecture([1.0], [0.0], 2.0)
     with pytest.raises(ValueError, match="L_target"):
         search_architecture([1.0], [1.0], math.inf)
     assert isinstance(BIAN2025, PublishedLaw)
+
+
+def test_candidate_shapes_stay_in_range_and_are_distinct():
+    x_range, r_range = (0.2, 0.4), (1.0, 3.0)
+    shapes = candidate_shapes(18_432, (16, 24, 32, 36, 40, 48, 64), (0.5, 1, 2, 3, 5), 2, 4,
+                              x_range, r_range)  # fmt: skip
+    assert shapes and len(set(shapes)) == len(shapes)
+    for cfg in shapes:
+        x, r, n = shape_ratios(cfg)
+        assert x_range[0] <= x <= x_range[1] and r_range[0] <= r <= r_range[1]
+        assert abs(n / 18_432 - 1) <= 0.05 and cfg.n_kv_heads == cfg.n_heads
+    # d = 16 gives x = 0.12 and d = 64 gives x = 0.47 at this N: both fall outside x_range
+    assert {c.d_model for c in shapes} <= {32, 36, 40, 48}
+    with pytest.raises(ValueError, match="x_range"):
+        candidate_shapes(18_432, (32,), (1,), 2, 4, (0.4, 0.2), r_range)
+    with pytest.raises(ValueError, match="n_tol"):
+        candidate_shapes(18_432, (32,), (1,), 2, 4, x_range, r_range, n_tol=1.5)
 
 
 def test_decode_cost_kv_matches_cache_tensors():
