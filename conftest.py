@@ -2,8 +2,9 @@
 
 Each code cell is one test item, reported as `notebooks/x.md:LINE (cell N)`. Sources store no
 outputs, so nothing is compared: the notebooks' own asserts do the checking. A notebook's time
-budget (front matter `repro: budget_s`, default 180 s) is enforced by shrinking nbval's cell
-timeout as the budget is spent; once a cell fails, the notebook's later cells are skipped.
+budget (front matter `repro: budget_s`, default 180 s; under REPRO_SCALE=full `budget_full_s`,
+default 1800 s) is enforced by shrinking nbval's cell timeout as the budget is spent; once a cell
+fails, the notebook's later cells are skipped.
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ import jupytext
 import pytest
 from nbval.plugin import IPyNbCell, IPyNbFile
 
-DEFAULT_BUDGET_S = 180.0
+from lib.scale import scale
+
+DEFAULT_BUDGET_S = {"quick": 180.0, "full": 1800.0}  # per notebook, by REPRO_SCALE
+BUDGET_KEY = {"quick": "budget_s", "full": "budget_full_s"}  # front matter `repro:` keys
 CODE_CELL = re.compile(r"^```\{code-cell\}")
 
 
@@ -46,7 +50,9 @@ class MystNotebook(IPyNbFile):
     def collect(self):
         text = self.path.read_text(encoding="utf-8")
         self.nb = jupytext.reads(text, fmt="md:myst")
-        self.budget_s = float(self.nb.metadata.get("repro", {}).get("budget_s", DEFAULT_BUDGET_S))
+        run = scale()
+        repro = self.nb.metadata.get("repro", {})
+        self.budget_s = float(repro.get(BUDGET_KEY[run], DEFAULT_BUDGET_S[run]))
         self.started_at: float | None = None
         self.failed_cell: int | None = None
         lines = [i + 1 for i, line in enumerate(text.splitlines()) if CODE_CELL.match(line)]
