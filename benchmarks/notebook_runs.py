@@ -1,0 +1,112 @@
+"""Run chapters as a reader would, measuring wall and CPU time; shared by budget.py and seeds.py.
+
+Each chapter runs in a fresh kernel started in notebooks/ (as the tests and the book run it),
+under the environment given (REPRO_SCALE, REPRO_SEED, REPRO_RESULTS_DIR, ...). CPU time is the
+sum over the kernel and every process it starts (the parallel runner's workers), sampled
+while it runs, so it is close to what the run would cost on an idle machine.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import jupytext
+import psutil
+import yaml
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+DEFAULT_BUDGET_S = {"quick": 180.0, "full": 1800.0}
+BUDGET_KEY = {"quick": "budget_s", "full": "budget_full_s"}
+
+
+@dataclass(frozen=True)
+class NotebookRun:
+    """One execution of a chapter: times, the budget at its scale, and the error if it failed."""
+
+    chapter: str
+    wall_s: float
+    cpu_s: float
+    budget_s: float
+    error: str | None
+
+
+def chapters(selected: list[str]) -> list[Path]:
+    """The chapter files whose names start with one of `selected` (all when empty)."""
+    paths = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.md"))
+    if not selected:
+        return paths
+    chosen = [p for p in paths if any(p.name.startswith(s.zfill(2)) for s in selected)]
+    if not chosen:
+        raise SystemExit(f"no chapter matches {selected}; chapters: {[p.stem for p in paths]}")
+    return chosen
+
+
+def budget(path: Path, scale: str) -> float:
+    """The chapter's time budget at `scale`, from its front matter (`repro:`)."""
+    front = yaml.safe_load(path.read_text(encoding="utf-8").split("\n---", 1)[0].strip("-\n"))
+    return float(front.get("repro", {}).get(BUDGET_KEY[scale], DEFAULT_BUDGET_S[scale]))
+
+
+class _CpuSampler(threading.Thread):
+    """Sum the CPU seconds of a process tree, sampling every `period` seconds until stopped."""
+
+    def __init__(self, root_pid: int, period: float = 0.25):
+        super().__init__(daemon=True)
+        self.root, self.period, self.seen = root_pid, period, {}
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(self.period):
+            self.sample()
+
+    def sample(self) -> None:
+        try:
+            procs = psutil.Process(self.root).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return
+        for proc in procs:
+            try:
+                t = proc.cpu_times()
+                self.seen[proc.pid] = t.user + t.system + t.children_user + t.children_system
+            except psutil.NoSuchProcess:
+                pass
+
+    @property
+    def cpu_s(self) -> float:
+        return sum(self.seen.values())
+
+
+def execute(path: Path, env: dict[str, str], timeout_s: float) -> NotebookRun:
+    """Execute one chapter under `env` (added to this process's environment) and time it."""
+    scale = env.get("REPRO_SCALE", os.environ.get("REPRO_SCALE", "quick"))
+    nb = jupytext.reads(path.read_text(encoding="utf-8"), fmt="md:myst")
+    client = NotebookClient(nb, timeout=int(timeout_s), kernel_name="python3",
+                            resources={"metadata": {"path": str(NOTEBOOKS)}})  # fmt: skip
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)  # the kernel inherits this process's environment
+    sampler = _CpuSampler(os.getpid())
+    start, error = time.monotonic(), None
+    try:
+        sampler.start()
+        client.execute()
+    except CellExecutionError as err:
+        error = str(err).strip().splitlines()[-1][:200]
+    except Exception as err:  # a timeout or a dead kernel: report it, run the next chapter
+        error = f"{type(err).__name__}: {err}"[:200]
+    finally:
+        wall = time.monotonic() - start
+        sampler.done.set()
+        sampler.join()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key)
+            else:
+                os.environ[key] = value
+    return NotebookRun(path.stem, wall, sampler.cpu_s, budget(path, scale), error)
