@@ -3,7 +3,12 @@ PY    := .venv/bin/python
 STAMP := .venv/.installed
 BUILD := .venv/bin/jupyter-book build . --warningiserror --keep-going
 
-.PHONY: test lint book full lab clean
+.PHONY: test lint format book full lab clean
+# Notebooks' code cells are linted as notebooks: Jupytext hands ruff an .ipynb view of each one.
+NOTEBOOKS := $(wildcard notebooks/*.md) book/scorecard.md
+RUFF      := $(CURDIR)/.venv/bin/ruff
+RUFFCFG   := --config $(CURDIR)/pyproject.toml
+NBRUFF    := .venv/bin/jupytext --quiet --pipe-fmt ipynb
 
 LABSET := .venv/share/jupyter/lab/settings/overrides.json
 $(STAMP): requirements.txt pyproject.toml
@@ -14,9 +19,15 @@ $(STAMP): requirements.txt pyproject.toml
 	echo '{"@jupyterlab/docmanager-extension:plugin": {"defaultViewers": {"markdown": "Jupytext Notebook", "myst": "Jupytext Notebook"}}}' > $(LABSET)
 	touch $(STAMP)
 
-lint: $(STAMP)  ## style first: it takes seconds (ruff formats the notebooks' code cells too)
+lint: $(STAMP)  ## style first, it takes seconds: ruff on lib/, tests/ and the notebooks' code
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(NBRUFF) --check "$(RUFF) check $(RUFFCFG) --output-format concise {}" $(NOTEBOOKS)
+	$(NBRUFF) --check "$(RUFF) format --check $(RUFFCFG) {}" $(NOTEBOOKS)
+
+format: $(STAMP)  ## apply ruff's formatting everywhere, the notebooks' code cells included
+	$(PY) -m ruff format .
+	$(NBRUFF) --pipe "$(RUFF) format $(RUFFCFG) {}" $(NOTEBOOKS)
 
 test: lint  ## lib's unit tests, every chapter under nbval, then the book from those executions
 	$(PY) -m pytest
