@@ -4,9 +4,11 @@ The AdamW timescale as a fraction of training is tau = 1 / (eta * lambda * T) = 
 lambda * D), with T = D / B steps (Bergsma et al. 2025, Sec. 2; Wang & Aitchison 2024). A
 family of sizes trained at a fixed tokens-per-parameter ratio (TPP) with tau fixed should
 have normalised curves ell(t/T) = L(t) / L(T) that fall on one universal curve. This module
-trains such a family exactly and cheaply, measures how far curves fall apart (`spread`),
-predicts L(T) from a prefix by aligning it with the universal curve (`align_final_loss`),
-and flags runs that leave it (`detect`).
+trains such a family exactly and cheaply (`Recipe`, `train_runs`), fits its scaling law with
+the exact floor to find the compute-optimal TPP (`fit_reducible_law`), measures how far curves
+fall apart against seed noise (`area_contrast`, `shape_variances`, `spread`), predicts L(T)
+from a prefix by aligning it with the universal curve (`align_final_loss`), and flags runs
+that leave it (`detect`).
 
 The toy: contexts c = (c1, c2) of two tokens drawn from a Zipf law, next token y from a
 sparse random table P(y | c) (`make_source`). Every (c, y) pair is enumerated with its
