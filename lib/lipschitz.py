@@ -380,7 +380,8 @@ def _aol_scale(K: torch.Tensor) -> torch.Tensor:
 @dataclass(frozen=True)
 class AOLConfig:
     """A plain AOL convolutional network on the same 2x2-patch tokens as LipNeXt: width C,
-    depth L of k x k AOL convolutions with zero padding and MaxMin activations."""
+    depth L of k x k AOL convolutions with zero padding and MaxMin activations, then `pool`:
+    'flatten' (the AOL paper's concatenation pooling down to one pixel) or 'l2' (LipNeXt's)."""
 
     C: int = 16
     L: int = 5
@@ -403,7 +404,7 @@ class AOLConfig:
 
 
 class AOLNet(nn.Module):
-    """patchify -> zero-pad to C -> L x MaxMin(AOL-conv(z) + b) -> L2 pool -> head W.
+    """patchify -> zero-pad to C -> L x MaxMin(AOL-conv(z) + b) -> flatten or L2 pool -> head W.
 
     Kernels start at the identity (a one at the centre tap), as in the AOL paper's code, which
     makes every layer exactly orthogonal at initialisation. Input (B, side, side) pixels.
@@ -423,11 +424,13 @@ class AOLNet(nn.Module):
         nn.init.zeros_(self.head.bias)
 
     def backbone(self, x: torch.Tensor) -> torch.Tensor:
-        """phi: (B, side, side) -> (B, C) features, 1-Lipschitz in l2."""
+        """phi: (B, side, side) -> (B, C n^2) or (B, C) features, 1-Lipschitz in l2."""
         cfg = self.cfg
         z = _patchify(x, cfg.patch).permute(0, 3, 1, 2)  # (B, p*p, n, n)
         z = nn.functional.pad(z, (0, 0, 0, 0, 0, cfg.C - z.shape[1]))  # isometric embedding
         for i in range(cfg.L):
+            # A zero-padded convolution is a crop of a circular one on a larger grid, so the AOL
+            # bound holds for it too.
             K = self.kernel[i] * _aol_scale(self.kernel[i])[None, :, None, None]
             z = nn.functional.conv2d(z, K, padding=cfg.kernel // 2) + self.b[i][:, None, None]
             z = _minmax(z, 1)
