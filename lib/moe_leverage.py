@@ -8,7 +8,8 @@ an MoE model is worth. This module holds
 - fits of the law's pieces: log EL = a_A log A_hat (Eq. 10), the compute-dependent exponent
   alpha = a + d log10 C (Eq. 13 at fixed G), a held-out test of it, and within-group slopes;
 - chapter 2's toy: a Zipf-weighted associative memory (random keys to random values) that
-  dense and MoE ReLU MLPs must store, all trained in lockstep on the same batches;
+  dense and MoE ReLU MLPs must store, all trained in lockstep on the same batches, with
+  warmup-stable-decay branches giving several step budgets from one run;
 - a loader for Clark et al. (2022)'s dense and routed runs (`data/clark2022/`) and their EL.
 """
 
@@ -319,9 +320,12 @@ def fit_within_slope(x, y, groups, n_bootstrap: int = 2000, seed: int = 0) -> Wi
 class ToyConfig:
     """Settings of the toy: the memory task, and the optimiser every model shares.
 
-    Adam without weight decay on batches of keys drawn from p; warmup-stable-decay learning
-    rate: linear warmup, constant lr, then linear decay to 0 over the last decay_frac of a
-    budget. balance is the Switch load-balancing coefficient (0.01, as in Tian et al. 2025).
+    Task: n_keys keys in R^d_in, values in R^d_out, key k queried with probability
+    proportional to (k + zipf_shift)^-zipf (a shift flattens the head, so no single key
+    dominates the loss). Adam (betas 0.9, 0.99) without weight decay on batches of keys drawn
+    from p; warmup-stable-decay learning rate: linear warmup, constant lr, then linear decay
+    to 0 over the last decay_frac of a budget. balance is the Switch load-balancing
+    coefficient (0.01, as in Tian et al. 2025).
     """
 
     n_keys: int = 1024
