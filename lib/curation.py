@@ -315,6 +315,7 @@ def predict_tuned(n: float, d: int, geometry: Geometry, rule: Rule) -> tuple[flo
 def curation_gain(ratio: float, d: int, geometry: Geometry, rule: Rule) -> float:
     """E(rule) - E(full set) at n = ratio * d, each with its tuned penalty (< 0: less is more)."""
     ratio = validate.real("ratio", ratio, low=0.0, low_open=True)
+    d = validate.integer("d", d, minimum=3)
     curated = predict_tuned(ratio * d, d, geometry, rule)[0]
     return curated - predict_tuned(ratio * d, d, geometry, FULL)[0]
 
@@ -448,6 +449,7 @@ def _draw(n: int, d: int, geometry: Geometry, rng: np.random.Generator):
 
 
 def _rules(rules) -> list[Rule]:
+    """The rules of a simulation as a non-empty list of Rule, else a clear error."""
     if isinstance(rules, Rule) or len(rules) == 0:
         raise ValueError(
             "rules must be a non-empty list, e.g. [Rule('all'), Rule('keep_hard', 0.5)]"
@@ -497,6 +499,7 @@ class Cell:
 
 def tuned_cell(n: int, d: int, geometry: Geometry, rules: Sequence[Rule]) -> Cell:
     """A Cell whose penalties are the ones `predict_tuned` calls best for each rule."""
+    rules = _rules(rules)
     lams = tuple(predict_tuned(n, d, geometry, rule)[1] for rule in rules)
     return Cell(n, geometry, tuple(rules), lams)
 

@@ -198,6 +198,8 @@ BAD_CALLS = [
     (lambda: predict_best_lambda(100, 10, (0.1, -1), GEO, FULL), ValueError, "lams must be > 0"),
     (lambda: predict_tuned(100, 2, GEO, FULL), ValueError, "d must be >= 3"),
     (lambda: curation_gain(0.0, 10, GEO, FULL), ValueError, "ratio must lie in"),
+    (lambda: curation_gain(5.0, "10", GEO, FULL), TypeError, "d must be an integer"),
+    (lambda: tuned_cell(100, 10, GEO, FULL), ValueError, "rules must be a non-empty list"),
     (lambda: critical_ratios(10, GEO, FULL, [1.0]), ValueError, "grid has 1 entries"),
     (lambda: critical_ratios(10, GEO, FULL, [5.0, 1.0]), ValueError, "grid must be increasing"),
     (lambda: predict_collapse(100, 10, 0.1, 0.9, 0.9, FULL, 0), ValueError, "rounds must be >= 1"),
