@@ -1,24 +1,30 @@
 """High-dimensional limits of online SGD, SGD with momentum and normalized SGD.
 
 Two models from Jagannath, Jones-McCormick & Sarangian (2025), both at the critical scaling
-step `delta = c / N` with time `s = t / N` (t counts samples):
+`delta = c / N`, with time `s = t / N` (t counts samples, one per step):
 
 * spiked k-tensor PCA on the unit sphere: Y = W + lam v^{(x)k}, loss -<Y, x^{(x)k}>;
 * the single-index model: y = f(<v, a>) + sigma eps with a ~ N(0, I_N), loss (f(<x, a>) - y)^2 / 2.
 
-The simulators run many replicas (each with its own c and beta) as one (replicas, N) tensor,
-O(N) work per step, never forming a tensor of order k. Momentum is heavy-ball (Polyak):
-u <- beta u - delta grad, x <- x + u. Normalized SGD ("SGD-U") steps a fixed length c / sqrt(N)
-along -grad / ||grad||. The limiting ODEs are written for plain SGD with an effective step
-`c_eff`; the paper's claim tested in chapter 5 is that SGD-M(c, beta) follows the SGD ODE with
-c_eff = c / (1 - beta) (derivation in the chapter).
+Momentum is heavy-ball (Polyak): u <- beta u - delta grad, x <- x + u. Normalized SGD ("SGD-U")
+steps a fixed length c / sqrt(N) along -grad / ||grad||, that is delta times the gradient
+rescaled to norm sqrt(N). The limit ODEs are written for plain SGD with a step `c_eff`; chapter
+5 tests that SGD-M(c, beta) follows the SGD limit with c_eff = c / (1 - beta).
 
-By rotation invariance of the noise, the planted direction is v = e_1, so m = x[:, 0].
+**Exact simulation in a moving frame.** Both models are invariant under rotations that fix the
+planted direction v = e_1, and the noise of every step is a fresh isotropic Gaussian vector. So
+x and u always lie in a 3-dimensional space spanned by v and two frame axes, and one step only
+needs the fresh noise's coordinates on those 3 axes (i.i.d. N(0, 1)) and the norm of the rest
+(the square root of a chi-square with N - 3 degrees of freedom), which points along a fourth
+axis orthogonal to the first three. After the step, the frame is rotated back to 3 axes. This
+is the same random process as the N-dimensional one, in law, at O(1) cost per step and replica
+(tests/test_sgd_limits.py compares it with a brute-force N-dimensional simulation).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,60 +32,82 @@ from scipy.integrate import solve_ivp
 from scipy.optimize import brentq, root
 from scipy.special import erf, exprel, roots_genlaguerre, roots_hermitenorm
 
+from lib import validate
+
 LINKS = ("linear", "relu", "tanh")
 N_QUAD = 48  # quadrature nodes per half-line / per axis; enough for 1e-6 accuracy (tests)
+BLOCK = 512  # steps of noise drawn at once (bounds memory; the draws depend on it)
+FRAME = 4  # frame axes during a step: v, two for x and u, one for the fresh noise
 
 
 @dataclass(frozen=True)
 class Trajectory:
-    """Saved summary statistics of a simulation: times s (n_save,), m and R (n_save, replicas)."""
+    """Saved summary statistics: times s (n_save,), m = <x, v> and R = ||x||^2 (n_save, rows)."""
 
     s: np.ndarray
     m: np.ndarray
     R: np.ndarray
 
-
-# ----------------------------------------------------------------------------- validation
-
-
-def _positive_int(name: str, value, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+    @property
+    def distance(self) -> np.ndarray:
+        """Squared distance to the population minimum x = v: ||x - v||^2 = R - 2m + 1."""
+        return self.R - 2 * self.m + 1
 
 
-def _finite(name: str, value, lo: float = -math.inf, hi: float = math.inf) -> float:
+# ----------------------------------------------------------------------------- arguments
+
+
+def _numbers(name: str, x, **limits) -> np.ndarray:
+    """validate.array (any shape) that also refuses booleans, which it would read as 0 and 1."""
+    if np.asarray(x).dtype == bool:
+        raise TypeError(f"{name} must be numbers, not booleans, got {x!r}")
+    return validate.array(name, x, ndim=None, **limits)
+
+
+def _rows(c, beta, normalized) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Broadcast per-row step constants c > 0, momenta beta in [0, 1) and SGD-U flags to 1-D."""
+    c, beta = _numbers("c", c, positive=True), _numbers("beta", beta, low=0.0)
+    if np.any(beta >= 1):
+        raise ValueError(f"beta must lie in [0, 1) (0 is plain SGD), got max {beta.max():g}")
+    flags = np.asarray(normalized)
+    if flags.dtype != bool:
+        raise TypeError(f"normalized must be True/False or an array of them, got {normalized!r}")
     try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a real number, got {value!r}") from None
-    if not (math.isfinite(value) and lo <= value <= hi):
-        raise ValueError(f"{name} must be a finite number in [{lo}, {hi}], got {value}")
-    return value
-
-
-def _replica_params(c, beta) -> tuple[np.ndarray, np.ndarray]:
-    """Broadcast per-replica step constants c > 0 and momenta beta in [0, 1) to 1-D arrays."""
-    c, beta = np.broadcast_arrays(np.atleast_1d(np.asarray(c, float)), np.asarray(beta, float))
+        c, beta, flags = np.broadcast_arrays(np.atleast_1d(c), beta, flags)
+    except ValueError:
+        raise ValueError(
+            f"c, beta and normalized must broadcast to one row each, got shapes "
+            f"{np.shape(c)}, {np.shape(beta)}, {np.shape(normalized)}"
+        ) from None
     if c.ndim != 1:
-        raise ValueError(f"c and beta must be scalars or 1-D arrays, got shape {c.shape}")
-    if not (np.all(np.isfinite(c)) and np.all(c > 0)):
-        raise ValueError(f"c must be finite and > 0 (delta = c / N), got {c}")
-    if not (np.all(np.isfinite(beta)) and np.all((beta >= 0) & (beta < 1))):
-        raise ValueError(f"beta must lie in [0, 1) (0 is plain SGD), got {beta}")
-    return c.copy(), beta.copy()
+        raise ValueError(f"c, beta and normalized must be scalars or 1-D, got shape {c.shape}")
+    return c.copy(), beta.copy(), flags.copy()
 
 
-def _check_link(link: str) -> str:
-    if link not in LINKS:
-        raise ValueError(f"link {link!r} is unknown; use one of {LINKS}")
-    return link
+def _times(s) -> np.ndarray:
+    """An increasing 1-D grid of times >= 0."""
+    s = _numbers("s", s, nonnegative=True)
+    if s.ndim != 1 or np.any(np.diff(s) <= 0):
+        raise ValueError(f"s must be an increasing 1-D grid of times, got {s}")
+    return s
 
 
 def c_effective(c, beta):
     """Effective SGD step of heavy-ball SGD-M: c_eff = c / (1 - beta) (the tested claim)."""
-    c, beta = _replica_params(c, beta)
+    c, beta, _ = _rows(c, beta, False)
     out = c / (1.0 - beta)
+    return float(out[0]) if out.size == 1 else out
+
+
+def c_normalized_tensor(c, k: int):
+    """SGD step that SGD-U with step c follows on spiked k-tensor PCA: c / sqrt(k).
+
+    The tangent gradient is sqrt(k) P_x xi plus an O(1) signal, so its norm concentrates at
+    sqrt(k N): SGD-U's step (c / sqrt(N)) g / ||g|| is SGD's (c / (sqrt(k) N)) g.
+    """
+    k = validate.integer("k", k, minimum=2)
+    c, _, _ = _rows(c, 0.0, False)
+    out = c / math.sqrt(k)
     return float(out[0]) if out.size == 1 else out
 
 
@@ -91,14 +119,56 @@ def _save_steps(N: int, s_max: float, n_save: int) -> np.ndarray:
     return np.unique(np.linspace(0, n_steps, n_save).round().astype(int))
 
 
-def _initial_point(R: int, N: int, m0: float | None, gen, torch):
-    """Unit vectors: uniform on the sphere if m0 is None, else overlap exactly m0 with e_1."""
-    x = torch.randn(R, N, generator=gen, dtype=torch.float64)
-    if m0 is not None:
-        x[:, 0] = 0.0
-        x *= math.sqrt(1.0 - m0**2) / x.norm(dim=1, keepdim=True)
-        x[:, 0] = m0
-    return (x / x.norm(dim=1, keepdim=True)).float()
+def _noise(gen: np.random.Generator, n_steps: int, rows: int, N: int) -> np.ndarray:
+    """Fresh N(0, I_N) vectors in the frame, (n_steps, rows, 5): coordinates on axes 0-2, the
+    norm of the rest (a chi with N - 3 degrees of freedom) on axis 3, and a spare N(0, 1)."""
+    z = gen.standard_normal((n_steps, rows, FRAME + 1))
+    z[:, :, 3] = np.sqrt(gen.chisquare(N - 3, (n_steps, rows)))
+    return z
+
+
+def _reframe(x: np.ndarray, u: np.ndarray) -> None:
+    """Rotate the axes 1-3 (all orthogonal to v) in place so that x = (x_1, |x_perp|, 0, 0)
+    and u = (u_1, u_2, u_3, 0): axis 3 is then free for the next step's noise."""
+    xp, up = x[:, 1:], u[:, 1:]
+    norm = np.sqrt((xp * xp).sum(1))
+    f = xp / np.maximum(norm, 1e-300)[:, None]
+    u2 = (up * f).sum(1)
+    rest = up - u2[:, None] * f
+    x[:, 1], x[:, 2:] = norm, 0.0
+    u[:, 1], u[:, 2], u[:, 3] = u2, np.sqrt((rest * rest).sum(1)), 0.0
+
+
+def _run(N: int, x: np.ndarray, step: Callable, s_max: float, n_save: int, seed: int):
+    """Iterate `step(x, u, z)` from x (rows, 4) with u = 0; save m and R at n_save times."""
+    gen = np.random.default_rng(seed)
+    u = np.zeros_like(x)
+    save = _save_steps(N, s_max, n_save)
+    save_set, m_out, R_out = set(save.tolist()), [], []
+    for t in range(save[-1] + 1):
+        if t in save_set:
+            m_out.append(x[:, 0].copy())
+            R_out.append((x * x).sum(1))
+        if t == save[-1]:
+            break
+        if t % BLOCK == 0:
+            z = _noise(gen, min(BLOCK, save[-1] - t), len(x), N)
+        step(x, u, z[t % BLOCK])
+        _reframe(x, u)
+    return Trajectory(s=save / N, m=np.array(m_out), R=np.array(R_out))
+
+
+def _start(gen_seed: int, N: int, rows: int, m0, R0: float = 1.0) -> np.ndarray:
+    """Frame coordinates (rows, 4) of a start with overlap m0 and squared norm R0; m0=None
+    draws x uniformly on the sphere of radius sqrt(R0) (overlap ~ N(0, 1) / sqrt(N))."""
+    if m0 is None:
+        gen = np.random.default_rng([gen_seed, 1])  # a stream apart from the steps' noise
+        z1 = gen.standard_normal(rows)
+        m0 = math.sqrt(R0) * z1 / np.sqrt(z1**2 + gen.chisquare(N - 1, rows))
+    x = np.zeros((rows, FRAME))
+    x[:, 0] = m0
+    x[:, 1] = np.sqrt(R0 - x[:, 0] ** 2)
+    return x
 
 
 def simulate_tensor_pca(
@@ -107,60 +177,51 @@ def simulate_tensor_pca(
     lam: float,
     c,
     beta=0.0,
+    normalized=False,
     m0: float | None = None,
     s_max: float = 5.0,
     n_save: int = 101,
-    normalized: bool = False,
     seed: int = 0,
 ) -> Trajectory:
-    """Spherical online SGD / SGD-M / SGD-U for spiked k-tensor PCA; one replica per c entry.
+    """Spherical online SGD / SGD-M / SGD-U on spiked k-tensor PCA, one row per entry of c.
 
-    -grad loss = k lam m^{k-1} v + Z with Cov Z = k I + k(k-1) x x^T, so the tangent noise is
-    exactly sqrt(k) P_x xi with xi ~ N(0, I_N): each step costs O(N), no tensor is formed.
-    Step: u <- beta u + delta P_x(-grad), x <- (x + u) / ||x + u||, delta = c / N (or
-    c / sqrt(N) along the unit tangent direction if `normalized`). m0=None: uniform start.
+    -grad loss = k lam m^{k-1} v + Z with Cov Z = k I + k(k-1) x x^T, so its tangent part is
+    k lam m^{k-1} P_x v + sqrt(k) P_x xi with xi ~ N(0, I_N). Step: u <- beta u + delta P_x(-grad),
+    x <- (x + u) / ||x + u||, delta = c / N (SGD-U: c / sqrt(N) along the unit tangent
+    direction). c, beta, normalized: per row (broadcast). m0=None: uniform start.
     """
-    import torch  # local import: torch costs seconds and the ODE helpers do not need it
-
-    N, k = _positive_int("N", N, 2), _positive_int("k", k, 2)
-    n_save = _positive_int("n_save", n_save, 2)
-    lam, s_max = _finite("lam", lam, 0.0), _finite("s_max", s_max, 0.0)
+    N, k = validate.integer("N", N, minimum=4), validate.integer("k", k, minimum=2)
+    lam = validate.real("lam", lam, low=0.0)
+    c, beta, flags = _rows(c, beta, normalized)
     if m0 is not None:
-        m0 = _finite("m0", m0, -1.0, 1.0)
-    c, beta = _replica_params(c, beta)
-    gen = torch.Generator().manual_seed(int(seed))
-    # float32: half the memory traffic of float64; m only needs ~1e-5 accuracy (renormalised).
-    x = _initial_point(len(c), N, m0, gen, torch)
-    u, noise = torch.zeros_like(x), torch.empty_like(x)
-    scale = math.sqrt(N) if normalized else N
-    step = torch.tensor(c / scale, dtype=torch.float32)[:, None]
-    b = torch.tensor(beta, dtype=torch.float32)[:, None]
-    save = _save_steps(N, s_max, n_save)
-    save_set, m_out = set(save.tolist()), []
-    for t in range(save[-1] + 1):
-        if t in save_set:
-            m_out.append(x[:, 0].double().numpy().copy())
-        if t == save[-1]:
-            break
-        g = torch.randn(x.shape, generator=gen, out=noise).mul_(math.sqrt(k))
+        m0 = validate.real("m0", m0, low=-1.0, high=1.0)
+    s_max = validate.real("s_max", s_max, low=0.0, low_open=True)
+    n_save = validate.integer("n_save", n_save, minimum=2)
+    seed = validate.integer("seed", seed, minimum=0)
+    step = np.where(flags, c / math.sqrt(N), c / N)[:, None]
+    b, root_k, any_flag = beta[:, None], math.sqrt(k), bool(flags.any())
+
+    def one_step(x: np.ndarray, u: np.ndarray, z: np.ndarray) -> None:
+        g = root_k * z[:, :FRAME]
         g[:, 0] += k * lam * x[:, 0] ** (k - 1)
-        g.addcmul_(x, torch.linalg.vecdot(g, x)[:, None], value=-1)  # tangent part at x
-        if normalized:
-            g /= g.norm(dim=1, keepdim=True)
-        u.mul_(b).addcmul_(step, g)
-        x.add_(u)
-        x /= x.norm(dim=1, keepdim=True)
-    m = np.array(m_out)
-    return Trajectory(s=save / N, m=m, R=np.ones_like(m))
+        g -= (g * x).sum(1)[:, None] * x  # tangent part at x
+        if any_flag:
+            g /= np.where(flags, np.sqrt((g * g).sum(1)), 1.0)[:, None]
+        u *= b
+        u += step * g
+        x += u
+        x /= np.sqrt((x * x).sum(1))[:, None]
+
+    return _run(N, _start(seed, N, len(c), m0), one_step, s_max, n_save, seed)
 
 
-def _torch_link(link: str, torch):
-    """(f, f') of a link function as torch callables."""
+def _link(link: str) -> tuple[Callable, Callable]:
+    """(f, f') of a link function, vectorised over NumPy arrays."""
     if link == "linear":
-        return (lambda z: z), torch.ones_like
+        return (lambda z: z), np.ones_like
     if link == "relu":
-        return torch.relu, lambda z: (z > 0).to(z.dtype)
-    return torch.tanh, lambda z: 1.0 - torch.tanh(z) ** 2
+        return (lambda z: np.maximum(z, 0.0)), lambda z: (z > 0).astype(float)
+    return np.tanh, lambda z: 1.0 - np.tanh(z) ** 2
 
 
 def simulate_single_index(
@@ -169,7 +230,7 @@ def simulate_single_index(
     sigma: float,
     c,
     beta=0.0,
-    normalized: bool = False,
+    normalized=False,
     m0: float = 0.0,
     R0: float = 1.0,
     s_max: float = 10.0,
@@ -180,37 +241,31 @@ def simulate_single_index(
 
     grad = g a with g = (f(<x, a>) - y) f'(<x, a>); SGD-M: u <- beta u - (c / N) g a;
     SGD-U: u <- beta u - (c / sqrt(N)) sign(g) a / ||a||; then x <- x + u. Start: m = m0 and
-    R = ||x||^2 = R0 exactly. Returns m = <x, v> and R per saved time s = t / N.
+    R = ||x||^2 = R0 exactly. c, beta, normalized: per row (broadcast).
     """
-    import torch
+    N = validate.integer("N", N, minimum=4)
+    f, fp = _link(validate.choice("link", link, LINKS))
+    sigma = validate.real("sigma", sigma, low=0.0)
+    c, beta, flags = _rows(c, beta, normalized)
+    R0 = validate.real("R0", R0, low=0.0, low_open=True)
+    m0 = validate.real("m0", m0, low=-math.sqrt(R0), high=math.sqrt(R0))
+    s_max = validate.real("s_max", s_max, low=0.0, low_open=True)
+    n_save = validate.integer("n_save", n_save, minimum=2)
+    seed = validate.integer("seed", seed, minimum=0)
+    step = np.where(flags, c / math.sqrt(N), c / N)
+    b, any_flag = beta[:, None], bool(flags.any())
 
-    N, n_save = _positive_int("N", N, 2), _positive_int("n_save", n_save, 2)
-    link, sigma = _check_link(link), _finite("sigma", sigma, 0.0)
-    R0 = _finite("R0", R0, 1e-12)
-    m0, s_max = _finite("m0", m0, -math.sqrt(R0), math.sqrt(R0)), _finite("s_max", s_max, 0.0)
-    c, beta = _replica_params(c, beta)
-    f, fp = _torch_link(link, torch)
-    gen = torch.Generator().manual_seed(int(seed))
-    x = _initial_point(len(c), N, m0 / math.sqrt(R0), gen, torch) * math.sqrt(R0)
-    u, a = torch.zeros_like(x), torch.empty_like(x)
-    step = torch.tensor(c / (math.sqrt(N) if normalized else N), dtype=torch.float32)
-    b = torch.tensor(beta, dtype=torch.float32)[:, None]
-    save = _save_steps(N, s_max, n_save)
-    save_set, m_out, R_out = set(save.tolist()), [], []
-    for t in range(save[-1] + 1):
-        if t in save_set:
-            m_out.append(x[:, 0].double().numpy().copy())
-            R_out.append((x.double() ** 2).sum(1).numpy())
-        if t == save[-1]:
-            break
-        torch.randn(x.shape, generator=gen, out=a)
-        lx, lv = (a * x).sum(1), a[:, 0]
-        y = f(lv) + sigma * torch.randn(len(c), generator=gen)
-        g = (f(lx) - y) * fp(lx)
-        coef = torch.sign(g) / a.norm(dim=1) if normalized else g
-        u.mul_(b).sub_((step * coef)[:, None] * a)
-        x.add_(u)
-    return Trajectory(s=save / N, m=np.array(m_out), R=np.array(R_out))
+    def one_step(x: np.ndarray, u: np.ndarray, z: np.ndarray) -> None:
+        a = z[:, :FRAME]
+        lx = (a * x).sum(1)
+        g = (f(lx) - f(a[:, 0]) - sigma * z[:, FRAME]) * fp(lx)
+        if any_flag:
+            g = np.where(flags, np.sign(g) / np.sqrt((a * a).sum(1)), g)
+        u *= b
+        u -= (step * g)[:, None] * a
+        x += u
+
+    return _run(N, _start(seed, N, len(c), m0, R0), one_step, s_max, n_save, seed)
 
 
 # ----------------------------------------------------------------------------- tensor PCA ODE
@@ -218,19 +273,18 @@ def simulate_single_index(
 
 def tensor_pca_drift(m, k: int, lam: float, c_eff: float):
     """Limit drift dm/ds = c k lam m^{k-1} (1 - m^2) - (k / 2) c^2 m (population + correction)."""
-    m = np.asarray(m, dtype=float)
-    return c_eff * k * lam * m ** (k - 1) * (1.0 - m**2) - 0.5 * k * c_eff**2 * m
+    k, lam = validate.integer("k", k, minimum=2), validate.real("lam", lam, low=0.0)
+    c = validate.real("c_eff", c_eff, low=0.0, low_open=True)
+    m = _numbers("m", m, low=-1.0, high=1.0)
+    return c * k * lam * m ** (k - 1) * (1.0 - m**2) - 0.5 * k * c**2 * m
 
 
 def solve_tensor_pca_ode(k: int, lam: float, c_eff: float, m0: float, s) -> np.ndarray:
     """m(s) of the tensor-PCA limit ODE from m(0) = m0 on the time grid s (increasing, >= 0)."""
-    k, lam = _positive_int("k", k, 2), _finite("lam", lam, 0.0)
-    c_eff, m0 = _finite("c_eff", c_eff, 1e-12), _finite("m0", m0, -1.0, 1.0)
-    s = np.asarray(s, dtype=float)
-    if s.ndim != 1 or s[0] < 0 or np.any(np.diff(s) <= 0):
-        raise ValueError(f"s must be an increasing 1-D grid of times >= 0, got {s}")
+    m0, s = validate.real("m0", m0, low=-1.0, high=1.0), _times(s)
+    tensor_pca_drift(m0, k, lam, c_eff)  # validates k, lam and c_eff
     sol = solve_ivp(
-        lambda _, m: tensor_pca_drift(m, k, lam, c_eff), (0.0, s[-1]), [m0],
+        lambda _, m: tensor_pca_drift(np.clip(m, -1, 1), k, lam, c_eff), (0.0, s[-1]), [m0],
         t_eval=s, rtol=1e-9, atol=1e-12,
     )  # fmt: skip
     return sol.y[0]
@@ -241,12 +295,11 @@ def overlap_k2(s, lam: float, c_eff: float, m0: float) -> np.ndarray:
 
     u(s) = u0 e^{a s} / (1 + b u0 s exprel(a s)), valid for a of either sign; returns |m(s)|.
     """
-    lam, c_eff = _finite("lam", lam, 0.0), _finite("c_eff", c_eff, 1e-12)
-    m0 = _finite("m0", m0, -1.0, 1.0)
-    s = np.asarray(s, dtype=float)
-    if np.any(s < 0) or not np.all(np.isfinite(s)):
-        raise ValueError(f"s must be finite times >= 0, got {s}")
-    a, b, u0 = 4 * c_eff * lam - 2 * c_eff**2, 4 * c_eff * lam, m0**2
+    lam = validate.real("lam", lam, low=0.0)
+    c = validate.real("c_eff", c_eff, low=0.0, low_open=True)
+    m0 = validate.real("m0", m0, low=-1.0, high=1.0)
+    s = _numbers("s", s, nonnegative=True)
+    a, b, u0 = 4 * c * lam - 2 * c**2, 4 * c * lam, m0**2
     return np.sqrt(u0 * np.exp(a * s) / (1.0 + b * u0 * s * exprel(a * s)))
 
 
@@ -256,11 +309,11 @@ def tensor_pca_fixed_points(k: int, lam: float, c_eff: float) -> np.ndarray:
     Sorted; for k = 3 the smaller is the unstable recovery threshold m_-, the larger the stable
     m_+; empty when c_eff is too large (k = 2: c_eff >= 2 lam; k = 3: c_eff > 4 lam / 3^{3/2}).
     """
-    k, lam = _positive_int("k", k, 2), _finite("lam", lam, 0.0)
-    c_eff = _finite("c_eff", c_eff, 1e-12)
+    k, lam = validate.integer("k", k, minimum=2), validate.real("lam", lam, low=0.0)
+    c = validate.real("c_eff", c_eff, low=0.0, low_open=True)
     coef = np.zeros(k + 1)
     coef[0], coef[2] = -lam, lam  # -lam m^k + lam m^{k-2}
-    coef[k] -= c_eff / 2
+    coef[k] -= c / 2
     r = np.roots(coef)
     r = np.real(r[np.abs(r.imag) < 1e-9])
     return np.sort(r[(r > 0) & (r < 1)])
@@ -285,14 +338,6 @@ def _quadrature(n: int = N_QUAD) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 _W1, _W2, _P = _quadrature()
 
 
-def _numpy_link(link: str):
-    if link == "linear":
-        return (lambda z: z), np.ones_like
-    if link == "relu":
-        return (lambda z: np.maximum(z, 0.0)), lambda z: (z > 0).astype(float)
-    return np.tanh, lambda z: 1.0 - np.tanh(z) ** 2
-
-
 def single_index_drift(
     m: float, R: float, link: str, sigma: float, c_eff: float, normalized: bool = False
 ) -> tuple[float, float]:
@@ -303,12 +348,15 @@ def single_index_drift(
     SGD-U: S = sign(f') erf(D / (sigma sqrt 2)),  dm = -c E[S lv],
            dR = -2c E[S lx] + c^2 P(f' != 0).
     """
-    link, sigma = _check_link(link), _finite("sigma", sigma, 0.0)
-    R, c = _finite("R", R, 1e-12), _finite("c_eff", c_eff, 0.0)
-    m = float(np.clip(_finite("m", m), -math.sqrt(R), math.sqrt(R)))
+    f, fp = _link(validate.choice("link", link, LINKS))
+    sigma, normalized = (
+        validate.real("sigma", sigma, low=0.0),
+        validate.boolean("normalized", normalized),
+    )
+    R, c = validate.real("R", R, low=0.0, low_open=True), validate.real("c_eff", c_eff, low=0.0)
+    m = float(np.clip(validate.real("m", m), -math.sqrt(R), math.sqrt(R)))
     if normalized and sigma == 0:
         raise ValueError("sigma must be > 0 for normalized SGD (its drift averages over noise)")
-    f, fp = _numpy_link(link)
     lx = math.sqrt(R) * _W1[:, None] + 0.0 * _W2[None, :]
     lv = (m / math.sqrt(R)) * _W1[:, None] + math.sqrt(max(0.0, 1 - m**2 / R)) * _W2[None, :]
     D, d = f(lx) - f(lv), fp(lx)
@@ -325,10 +373,8 @@ def single_index_drift(
 def solve_single_index_ode(
     link: str, sigma: float, c_eff: float, normalized: bool, m0: float, R0: float, s
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(m(s), R(s)) of the single-index limit ODE from (m0, R0); stops (inf) once R > 1e12."""
-    s = np.asarray(s, dtype=float)
-    if s.ndim != 1 or s[0] < 0 or np.any(np.diff(s) <= 0):
-        raise ValueError(f"s must be an increasing 1-D grid of times >= 0, got {s}")
+    """(m(s), R(s)) of the single-index limit ODE from (m0, R0); inf once R passes 1e12."""
+    s = _times(s)
     single_index_drift(m0, R0, link, sigma, c_eff, normalized)  # validates every argument
 
     def blow_up(_, y):
@@ -361,13 +407,17 @@ def single_index_fixed_point(
 
 
 def linear_error_fixed_point(c: float, sigma: float, normalized: bool = False) -> float:
-    """Fixed point of the excess error e = R - 2m + 1 for the linear link (m* = 1).
+    """Fixed point of the distance e = ||x - v||^2 = R - 2m + 1 for the linear link (m* = 1).
 
     SGD:   de/ds = -(2c - c^2) e + c^2 sigma^2  ->  e* = c sigma^2 / (2 - c), inf for c >= 2.
     SGD-U: de/ds = -2c sqrt(2/pi) e / sqrt(e + sigma^2) + c^2  ->  e* = (k^2 + sqrt(k^4 +
     4 k^2 sigma^2)) / 2 with k = c sqrt(pi / 8), finite for every c.
     """
-    c, sigma = _finite("c", c, 1e-12), _finite("sigma", sigma, 0.0)
+    c = validate.real("c", c, low=0.0, low_open=True)
+    sigma, normalized = (
+        validate.real("sigma", sigma, low=0.0),
+        validate.boolean("normalized", normalized),
+    )
     if not normalized:
         return c * sigma**2 / (2 - c) if c < 2 else math.inf
     kappa2 = c**2 * math.pi / 8
@@ -376,7 +426,7 @@ def linear_error_fixed_point(c: float, sigma: float, normalized: bool = False) -
 
 def linear_crossover(sigma: float) -> float:
     """Step c at which SGD and SGD-U (same c) have equal linear-link fixed points e*."""
-    sigma = _finite("sigma", sigma, 1e-12)
+    sigma = validate.real("sigma", sigma, low=0.0, low_open=True)
 
     def gap(c: float) -> float:
         return linear_error_fixed_point(c, sigma) - linear_error_fixed_point(c, sigma, True)

@@ -1,4 +1,5 @@
-"""Tests of lib.sgd_limits: closed forms, quadrature vs Monte Carlo, simulators vs the ODEs."""
+"""Tests of lib.sgd_limits: closed forms, quadrature vs Monte Carlo, the moving-frame simulators
+against brute-force N-dimensional ones and against the ODEs, and a table of bad calls."""
 
 from __future__ import annotations
 
@@ -6,12 +7,110 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
 import lib.sgd_limits as S
 
+NAN, INF = float("nan"), float("inf")
+
+
+# ----------------------------------------------------------------------------- brute force
+
+
+def brute_tensor_pca(N, k, lam, c, beta, normalized, m0, n_steps, rows, seed):
+    """The N-dimensional spherical SGD / SGD-M / SGD-U of simulate_tensor_pca, written plainly.
+
+    The noise gradient of <W, x^{(x)k}> is drawn from its law: sqrt(k) xi, plus a part along x
+    that the tangent projection removes (see the covariance test below). Returns m at the end.
+    """
+    gen = np.random.default_rng(seed)
+    x = gen.standard_normal((rows, N))
+    x[:, 0] = 0.0
+    x *= math.sqrt(1 - m0**2) / np.linalg.norm(x, axis=1, keepdims=True)
+    x[:, 0] = m0
+    u = np.zeros_like(x)
+    step = c / math.sqrt(N) if normalized else c / N
+    for _ in range(n_steps):
+        g = math.sqrt(k) * gen.standard_normal((rows, N))
+        g[:, 0] += k * lam * x[:, 0] ** (k - 1)
+        g -= (g * x).sum(1, keepdims=True) * x
+        if normalized:
+            g /= np.linalg.norm(g, axis=1, keepdims=True)
+        u = beta * u + step * g
+        x = x + u
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+    return x[:, 0]
+
+
+def brute_single_index(N, link, sigma, c, beta, normalized, n_steps, rows, seed):
+    """The N-dimensional online SGD of simulate_single_index, from m = 0, R = 1."""
+    f, fp = S._link(link)
+    gen = np.random.default_rng(seed)
+    x = gen.standard_normal((rows, N))
+    x[:, 0] = 0.0
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    u = np.zeros_like(x)
+    step = c / math.sqrt(N) if normalized else c / N
+    for _ in range(n_steps):
+        a = gen.standard_normal((rows, N))
+        lx = (a * x).sum(1)
+        g = (f(lx) - f(a[:, 0]) - sigma * gen.standard_normal(rows)) * fp(lx)
+        if normalized:
+            g = np.sign(g) / np.linalg.norm(a, axis=1)
+        u = beta * u - step * g[:, None] * a
+        x = x + u
+    return x[:, 0], (x * x).sum(1)
+
+
+def same_law(a, b):
+    """Two samples of one law: a two-sample Kolmogorov-Smirnov test at a strict level."""
+    return stats.ks_2samp(a, b).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("beta, normalized", [(0.0, False), (0.6, False), (0.0, True)])
+def test_moving_frame_tensor_matches_brute_force(beta, normalized):
+    """The 3-axis frame is the N-dimensional process in law (N = 24, where any error would show)."""
+    N, rows, n_steps = 24, 3000, 36
+    frame = S.simulate_tensor_pca(N, 3, 1.5, [1.0] * rows, beta, normalized, m0=0.4,
+                                  s_max=n_steps / N, n_save=2, seed=5).m[-1]  # fmt: skip
+    brute = brute_tensor_pca(N, 3, 1.5, 1.0, beta, normalized, 0.4, n_steps, rows, seed=6)
+    assert same_law(frame, brute)
+    assert abs(frame.std() / brute.std() - 1) < 0.1
+
+
+@pytest.mark.parametrize("link, beta, normalized", [("linear", 0.5, False), ("relu", 0.0, True)])
+def test_moving_frame_single_index_matches_brute_force(link, beta, normalized):
+    N, rows, n_steps = 20, 3000, 40
+    tr = S.simulate_single_index(N, link, 0.5, [1.5] * rows, beta, normalized,
+                                 s_max=n_steps / N, n_save=2, seed=7)  # fmt: skip
+    m, R = brute_single_index(N, link, 0.5, 1.5, beta, normalized, n_steps, rows, seed=8)
+    assert same_law(tr.m[-1], m)
+    assert same_law(tr.R[-1], R)
+
+
+def test_reframe_keeps_every_inner_product_with_v_x_and_u():
+    gen = np.random.default_rng(0)
+    x, u = gen.standard_normal((5, S.FRAME)), gen.standard_normal((5, S.FRAME))
+    before = [x[:, 0], u[:, 0], (x * x).sum(1), (u * u).sum(1), (x * u).sum(1)]
+    S._reframe(x, u)
+    after = [x[:, 0], u[:, 0], (x * x).sum(1), (u * u).sum(1), (x * u).sum(1)]
+    for b, a in zip(before, after, strict=True):
+        np.testing.assert_allclose(a, b, atol=1e-12)
+    assert np.all(x[:, 2:] == 0) and np.all(u[:, 3] == 0)
+
+
+def test_uniform_start_has_the_overlap_law_of_a_uniform_point():
+    """m0=None: m(0) is the first coordinate of a uniform point, variance 1 / N."""
+    tr = S.simulate_tensor_pca(50, 2, 1.0, [0.1] * 4000, s_max=0.02, n_save=2, seed=1)
+    assert tr.m[0].var() == pytest.approx(1 / 50, rel=0.08)
+    assert np.all(tr.R[0] == pytest.approx(1.0))
+
+
+# ----------------------------------------------------------------------------- closed forms
+
 
 def test_tensor_noise_covariance_matches_explicit_tensor_contraction():
-    """grad_x <W, x^{(x)3}> has covariance k I + k(k-1) x x^T (the simulator's shortcut)."""
+    """grad_x <W, x^{(x)3}> has covariance k I + k(k-1) x x^T (the simulators' shortcut)."""
     rng = np.random.default_rng(0)
     N, k, n = 8, 3, 20000
     x = rng.standard_normal(N)
@@ -67,7 +166,7 @@ def test_quadrature_matches_monte_carlo(link):
     m, R, sigma, c, n = 0.4, 1.5, 0.5, 1.0, 400_000
     lv = rng.standard_normal(n)
     lx = m * lv + math.sqrt(R - m**2) * rng.standard_normal(n)
-    f, fp = S._numpy_link(link)
+    f, fp = S._link(link)
     g = (f(lx) - f(lv) - sigma * rng.standard_normal(n)) * fp(lx)
     dm, dR = S.single_index_drift(m, R, link, sigma, c)
     assert dm == pytest.approx(-c * np.mean(g * lv), abs=5e-3)
@@ -77,53 +176,119 @@ def test_quadrature_matches_monte_carlo(link):
     assert dR == pytest.approx(-2 * c * np.mean(np.sign(g) * lx) + c**2 * np.mean(g != 0), abs=1e-2)
 
 
+# ----------------------------------------------------------------------------- simulators vs ODEs
+
+
 def test_tensor_simulator_follows_ode_and_momentum_equivalence():
-    tr = S.simulate_tensor_pca(600, 3, 2.0, [0.4] * 4 + [0.2] * 4, [0.0] * 4 + [0.5] * 4,
+    tr = S.simulate_tensor_pca(2000, 3, 2.0, [0.4] * 16 + [0.2] * 16, [0.0] * 16 + [0.5] * 16,
                                m0=0.5, s_max=2.0, n_save=11, seed=3)  # fmt: skip
-    assert tr.m.shape == (11, 8) and tr.m[0] == pytest.approx(0.5, abs=1e-6)
+    assert tr.m.shape == (11, 32) and tr.m[0] == pytest.approx(0.5)
     ode = S.solve_tensor_pca_ode(3, 2.0, 0.4, 0.5, tr.s)
-    assert np.abs(tr.m[:, :4].mean(1) - ode).max() < 0.04
-    assert np.abs(tr.m[:, 4:].mean(1) - ode).max() < 0.04
-    again = S.simulate_tensor_pca(600, 3, 2.0, 0.4, m0=0.5, s_max=0.5, n_save=3, seed=3)
-    assert np.array_equal(again.m, S.simulate_tensor_pca(600, 3, 2.0, 0.4, m0=0.5, s_max=0.5,
-                                                         n_save=3, seed=3).m)  # fmt: skip
+    assert np.abs(tr.m[:, :16].mean(1) - ode).max() < 0.01
+    assert np.abs(tr.m[:, 16:].mean(1) - ode).max() < 0.01
+    again = S.simulate_tensor_pca(2000, 3, 2.0, [0.4] * 16 + [0.2] * 16, [0.0] * 16 + [0.5] * 16,
+                                  m0=0.5, s_max=2.0, n_save=11, seed=3)  # fmt: skip
+    assert np.array_equal(again.m, tr.m)
+
+
+def test_normalized_tensor_pca_is_sgd_at_c_over_sqrt_k():
+    tr = S.simulate_tensor_pca(2000, 2, 1.0, 1.2, normalized=np.ones(16, bool), m0=0.5,
+                               s_max=3.0, n_save=4, seed=4)  # fmt: skip
+    expected = S.overlap_k2(tr.s, 1.0, S.c_normalized_tensor(1.2, 2), 0.5)
+    assert np.abs(tr.m.mean(1) - expected).max() < 0.01
 
 
 def test_single_index_simulator_follows_ode():
     for normalized in (False, True):
-        tr = S.simulate_single_index(500, "linear", 0.5, [1.0] * 6, normalized=normalized,
+        tr = S.simulate_single_index(500, "linear", 0.5, [1.0] * 16, normalized=normalized,
                                      s_max=2.0, n_save=5, seed=2)  # fmt: skip
-        assert tr.R[0] == pytest.approx(1.0, abs=1e-5) and tr.m[0] == pytest.approx(0.0, abs=1e-6)
+        assert tr.R[0] == pytest.approx(1.0) and tr.m[0] == pytest.approx(0.0)
         m, R = S.solve_single_index_ode("linear", 0.5, 1.0, normalized, 0.0, 1.0, tr.s)
-        assert np.abs(tr.m.mean(1) - m).max() < 0.05
-        assert np.abs(tr.R.mean(1) - R).max() < 0.1
+        assert np.abs(tr.m.mean(1) - m).max() < 0.03
+        assert np.abs(tr.R.mean(1) - R).max() < 0.05
+        np.testing.assert_allclose(tr.distance, tr.R - 2 * tr.m + 1)
 
 
-def test_c_effective():
+def test_c_effective_and_c_normalized_tensor():
     assert S.c_effective(0.6, 0.5) == pytest.approx(1.2)
     np.testing.assert_allclose(S.c_effective([1.0, 1.0], [0.0, 0.75]), [1.0, 4.0])
+    assert S.c_normalized_tensor(2.0, 4) == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize(
-    "call, match",
-    [
-        (lambda: S.simulate_tensor_pca(1, 2, 1.0, 1.0), "N must"),
-        (lambda: S.simulate_tensor_pca(10, 1, 1.0, 1.0), "k must"),
-        (lambda: S.simulate_tensor_pca(10, 2, 1.0, -1.0), "c must"),
-        (lambda: S.simulate_tensor_pca(10, 2, 1.0, 1.0, beta=1.0), "beta must"),
-        (lambda: S.simulate_tensor_pca(10, 2, 1.0, [1.0, 2.0], beta=[0.0, 0.1, 0.2]), "shape"),
-        (lambda: S.simulate_tensor_pca(10, 2, 1.0, 1.0, m0=1.5), "m0 must"),
-        (lambda: S.simulate_tensor_pca(10, 2, float("nan"), 1.0), "lam must"),
-        (lambda: S.simulate_single_index(10, "cubic", 0.5, 1.0), "link"),
-        (lambda: S.simulate_single_index(10, "relu", -0.5, 1.0), "sigma must"),
-        (lambda: S.single_index_drift(0.1, 1.0, "relu", 0.0, 1.0, normalized=True), "sigma must"),
-        (lambda: S.single_index_drift(0.1, 0.0, "relu", 0.5, 1.0), "R must"),
-        (lambda: S.solve_tensor_pca_ode(3, 2.0, 0.4, 0.5, [1.0, 0.5]), "increasing"),
-        (lambda: S.overlap_k2([-1.0], 1.0, 1.0, 0.1), "s must"),
-        (lambda: S.linear_error_fixed_point(0.0, 0.5), "c must"),
-        (lambda: S.c_effective(float("inf"), 0.5), "c must"),
-    ],
-)
-def test_invalid_arguments_raise(call, match):
-    with pytest.raises(ValueError, match=match):
+# ----------------------------------------------------------------------------- bad calls
+
+BAD_CALLS = [
+    (lambda: S.simulate_tensor_pca(3, 2, 1.0, 1.0), ValueError, "N must be >= 4"),
+    (lambda: S.simulate_tensor_pca(True, 2, 1.0, 1.0), TypeError, "N must be an integer"),
+    (lambda: S.simulate_tensor_pca(10, 1, 1.0, 1.0), ValueError, "k must be >= 2"),
+    (lambda: S.simulate_tensor_pca(10, 2.0, 1.0, 1.0), TypeError, "k must be an integer"),
+    (lambda: S.simulate_tensor_pca(10, 2, NAN, 1.0), ValueError, "lam must be finite"),
+    (lambda: S.simulate_tensor_pca(10, 2, 1.0, -1.0), ValueError, "c must be > 0"),
+    (lambda: S.simulate_tensor_pca(10, 2, 1.0, True), TypeError, "c must be numbers"),
+    (lambda: S.simulate_tensor_pca(10, 2, 1.0, [1.0, INF]), ValueError, "c contains NaN or inf"),
+    (lambda: S.simulate_tensor_pca(10, 2, 1.0, "1.0"), TypeError, "c must be an array"),
+    (lambda: S.simulate_tensor_pca(10, 2, 1.0, 1.0, beta=1.0), ValueError, "beta must lie in"),
+    (lambda: S.simulate_tensor_pca(10, 2, 1.0, 1.0, beta=-0.1), ValueError, "beta must be >= 0"),
+    (
+        lambda: S.simulate_tensor_pca(10, 2, 1.0, [1.0, 2.0], [0.0, 0.1, 0.2]),
+        ValueError,
+        "must broadcast",
+    ),
+    (lambda: S.simulate_tensor_pca(10, 2, 1.0, [[1.0]]), ValueError, "scalars or 1-D"),
+    (
+        lambda: S.simulate_tensor_pca(10, 2, 1.0, 1.0, normalized=1),
+        TypeError,
+        "normalized must be True/False",
+    ),
+    (lambda: S.simulate_tensor_pca(10, 2, 1.0, 1.0, m0=1.5), ValueError, "m0 must lie in"),
+    (lambda: S.simulate_tensor_pca(10, 2, 1.0, 1.0, s_max=0.0), ValueError, "s_max must lie in"),
+    (lambda: S.simulate_tensor_pca(10, 2, 1.0, 1.0, n_save=1), ValueError, "n_save must be >= 2"),
+    (lambda: S.simulate_tensor_pca(10, 2, 1.0, 1.0, seed=-1), ValueError, "seed must be >= 0"),
+    (
+        lambda: S.simulate_tensor_pca(10, 2, 1.0, 1.0, seed=0.5),
+        TypeError,
+        "seed must be an integer",
+    ),
+    (lambda: S.simulate_single_index(10, "cubic", 0.5, 1.0), ValueError, "link must be one of"),
+    (lambda: S.simulate_single_index(10, "relu", -0.5, 1.0), ValueError, "sigma must lie in"),
+    (lambda: S.simulate_single_index(10, "relu", 0.5, 1.0, R0=0.0), ValueError, "R0 must lie in"),
+    (lambda: S.simulate_single_index(10, "relu", 0.5, 1.0, m0=2.0), ValueError, "m0 must lie in"),
+    (lambda: S.simulate_single_index(10, "relu", 0.5, 1.0, beta="0"), TypeError, "beta must be"),
+    (lambda: S.c_effective(INF, 0.5), ValueError, "c contains NaN or inf"),
+    (lambda: S.c_effective(1.0, NAN), ValueError, "beta contains NaN or inf"),
+    (lambda: S.c_normalized_tensor(1.0, True), TypeError, "k must be an integer"),
+    (lambda: S.tensor_pca_drift(0.5, 3, 2.0, 0.0), ValueError, "c_eff must lie in"),
+    (lambda: S.tensor_pca_drift(1.5, 3, 2.0, 0.4), ValueError, "m must be <= 1"),
+    (lambda: S.solve_tensor_pca_ode(3, 2.0, 0.4, 0.5, [1.0, 0.5]), ValueError, "increasing"),
+    (lambda: S.solve_tensor_pca_ode(3, 2.0, 0.4, 0.5, [0.0, NAN]), ValueError, "s contains"),
+    (lambda: S.solve_tensor_pca_ode(3, 2.0, 0.4, True, [0.0, 1.0]), TypeError, "m0 must be a real"),
+    (lambda: S.overlap_k2([-1.0], 1.0, 1.0, 0.1), ValueError, "s must be >= 0"),
+    (lambda: S.overlap_k2([1.0], 1.0, "1.0", 0.1), TypeError, "c_eff must be a real"),
+    (lambda: S.tensor_pca_fixed_points(3, -2.0, 0.4), ValueError, "lam must lie in"),
+    (
+        lambda: S.single_index_drift(0.1, 1.0, "relu", 0.0, 1.0, normalized=True),
+        ValueError,
+        "sigma must be > 0",
+    ),
+    (lambda: S.single_index_drift(0.1, 0.0, "relu", 0.5, 1.0), ValueError, "R must lie in"),
+    (
+        lambda: S.single_index_drift(0.1, 1.0, "relu", 0.5, 1.0, normalized=1),
+        TypeError,
+        "normalized must be True or False",
+    ),
+    (
+        lambda: S.solve_single_index_ode("relu", 0.5, 1.0, False, 0.0, 1.0, [[0.0, 1.0]]),
+        ValueError,
+        "1-D grid",
+    ),
+    (lambda: S.single_index_fixed_point("gelu", 0.5, 1.0, False), ValueError, "link must be"),
+    (lambda: S.linear_error_fixed_point(0.0, 0.5), ValueError, "c must lie in"),
+    (lambda: S.linear_error_fixed_point(1.0, 0.5, normalized="yes"), TypeError, "normalized"),
+    (lambda: S.linear_crossover(0.0), ValueError, "sigma must lie in"),
+]
+
+
+@pytest.mark.parametrize("call, error, message", BAD_CALLS)
+def test_bad_calls_raise_clear_errors(call, error, message):
+    with pytest.raises(error, match=message):
         call()
