@@ -26,8 +26,10 @@ lint: $(STAMP)  ## style first, it takes seconds: ruff on lib/, tests/ and the n
 	$(NBRUFF) --check "$(RUFF) format --check $(RUFFCFG) {}" $(NOTEBOOKS)
 
 format: $(STAMP)  ## apply ruff's formatting everywhere, the notebooks' code cells included
+	$(PY) -m ruff check --fix-only --quiet .
 	$(PY) -m ruff format .
-	$(NBRUFF) --pipe "$(RUFF) format $(RUFFCFG) {}" $(NOTEBOOKS)
+	$(NBRUFF) --pipe "$(RUFF) check --fix-only --quiet $(RUFFCFG) {}" $(NOTEBOOKS)
+	$(NBRUFF) --pipe "$(RUFF) format --quiet $(RUFFCFG) {}" $(NOTEBOOKS)
 
 test: lint  ## lib's unit tests, every chapter under nbval, then the book from those executions
 	$(PY) -m pytest
