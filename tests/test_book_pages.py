@@ -86,6 +86,7 @@ def open_page(browser, url: str):
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on("requestfailed", lambda r: errors.append(f"failed to load {r.url}"))
+    page.on("response", lambda r: errors.append(f"{r.status} {r.url}") if r.status >= 400 else None)
     page.goto(url, wait_until="load")
     page.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
     return page, errors
