@@ -3,26 +3,38 @@
 The four parts of the recipe, at toy scale:
 1. Environment and taxonomy: small tables written as real CSV, JSON or SQLite files (format
    hidden), depth-1 queries and their recursive composition into depth 2 and 3.
-2. Trajectory synthesis by a scripted, noisy "expert" (fewer errors with knowledge hints), then
-   a rule filter and a self-consistency filter that never look at gold answers.
-3. A small MLP policy over single-token program actions, trained by SFT, by RL with a group
-   baseline, and by the dynamically weighted objective (1 - mu_k) L_RL + mu_k L_SFT.
+2. Trajectory synthesis by a scripted, noisy "expert" (fewer random errors with knowledge
+   hints, one systematic misconception in every mode), then a rule filter and a
+   self-consistency filter that never look at gold answers.
+3. A small MLP policy over single-token program actions, trained by SFT, by RL (group-normalised
+   advantages, clipped PPO mini-batch steps, DAPO's dynamic sampling) and by the dynamically
+   weighted objective (1 - mu_k) L_RL + mu_k L_SFT, whose SFT term reads the demonstrations of
+   the very prompts in the RL batch, as DataMind's released `dp_actor.py` does.
 4. Two execution paths: a fast in-process interpreter of the action language, and each action
    compiled to stdlib Python that runs in `lib.sandbox` (the multi-turn code rollout re-runs the
    accumulated successful code in a fresh process each turn, as DataMind's interpreter does).
+
+`run_replicate` runs the chapter's whole experiment for one seed (a job for `lib.runs.run_jobs`).
 """
 
 from __future__ import annotations
 
+import ast
 import csv
 import functools
 import json
 import math
+import operator
 import sqlite3
+import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
+
+from lib import validate
 
 COLUMNS = ("c0", "c1", "x0", "x1")
 CATEGORIES = {"c0": ("a", "b", "c", "d"), "c1": ("p", "q", "r")}
@@ -58,6 +70,29 @@ _OBS_ID = {o: i for i, o in enumerate(OBSERVATIONS)}
 PROMPT_SLOTS = ("family", "agg", "x", "g", "inner_agg", "inner_x", "thr")
 
 
+def _optional(name: str, value, options: Sequence[str]) -> None:
+    """None, or one of `options` (a clear error otherwise)."""
+    if value is not None:
+        validate.choice(name, value, options)
+
+
+def _instance(name: str, value, kind: type) -> None:
+    """A TypeError naming the argument unless `value` is a `kind`."""
+    if not isinstance(value, kind):
+        raise TypeError(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
+
+
+def _items(name: str, values, kind: type, *, empty: bool = False) -> list:
+    """`values` as a list whose items are all `kind` (non-empty unless `empty`)."""
+    if isinstance(values, str | bytes) or not isinstance(values, Sequence):
+        raise TypeError(f"{name} must be a list of {kind.__name__}, got {type(values).__name__}")
+    for i, v in enumerate(values):
+        _instance(f"{name}[{i}]", v, kind)
+    if not values and not empty:
+        raise ValueError(f"{name} is empty; pass at least one {kind.__name__}")
+    return list(values)
+
+
 @dataclass(frozen=True)
 class Query:
     """One analysis question: a family from FAMILIES, its columns, and constants Q0 / Q1."""
@@ -73,10 +108,16 @@ class Query:
     Q1: int | None = None
 
     def __post_init__(self) -> None:
-        if self.family not in FAMILIES:
-            raise ValueError(f"family={self.family!r} is unknown; use one of {FAMILIES}")
-        if self.g not in CATEGORIES:
-            raise ValueError(f"g={self.g!r} must be a category column, one of {tuple(CATEGORIES)}")
+        validate.choice("family", self.family, FAMILIES)
+        validate.choice("g", self.g, tuple(CATEGORIES))
+        _optional("agg", self.agg, OUTER_AGGS)
+        _optional("inner_agg", self.inner_agg, INNER_AGGS)
+        for name in ("x", "inner_x", "thr"):
+            _optional(name, getattr(self, name), NUMERIC)
+        if self.Q0 is not None:
+            validate.text("Q0", self.Q0)
+        if self.Q1 is not None:
+            validate.integer("Q1", self.Q1)
 
     @property
     def depth(self) -> int:
@@ -113,8 +154,8 @@ TOKEN_ID = {t: i for i, t in enumerate(VOCAB)}
 
 def gold_program(query: Query, loader: str) -> tuple[str, ...]:
     """The reference program; composed families reuse the inner program (recursive composition)."""
-    if loader not in LOADERS:
-        raise ValueError(f"loader={loader!r} is unknown; use one of {LOADERS}")
+    _instance("query", query, Query)
+    validate.choice("loader", loader, LOADERS)
     if query.family == "aggwhere":
         return (loader, f"FILTER {query.g} EQ Q0", f"AGG {query.agg} {query.x}", "ANSWER")
     if query.family == "argmax":
@@ -128,8 +169,8 @@ def gold_program(query: Query, loader: str) -> tuple[str, ...]:
 
 def sample_query(rng: np.random.Generator, depth: int) -> Query:
     """Draw a query of the given depth (1, 2 or 3) with uniformly chosen columns."""
-    if depth not in (1, 2, 3):
-        raise ValueError(f"depth must be 1, 2 or 3, got {depth!r}")
+    _instance("rng", rng, np.random.Generator)
+    depth = validate.integer("depth", depth, minimum=1, maximum=3)
     family = {2: "compose2", 3: "compose3"}.get(depth) or str(rng.choice(FAMILIES[:2]))
     g = str(rng.choice(tuple(CATEGORIES)))
     pick = lambda options: str(rng.choice(options))  # noqa: E731
@@ -149,8 +190,10 @@ def sample_query(rng: np.random.Generator, depth: int) -> Query:
 
 def write_table(table: dict[str, list], path: Path, fmt: str) -> None:
     """Write a table (column name -> list of N_ROWS values) to `path` as CSV, JSON or SQLite."""
-    if fmt not in FORMATS:
-        raise ValueError(f"fmt={fmt!r} is unknown; use one of {FORMATS}")
+    validate.choice("fmt", fmt, FORMATS)
+    _instance("table", table, dict)
+    if sorted(table) != sorted(COLUMNS) or any(len(table[c]) != N_ROWS for c in COLUMNS):
+        raise ValueError(f"table must map each of {COLUMNS} to {N_ROWS} values")
     rows = [
         dict(zip(COLUMNS, r, strict=True)) for r in zip(*(table[c] for c in COLUMNS), strict=True)
     ]
@@ -174,12 +217,13 @@ def write_table(table: dict[str, list], path: Path, fmt: str) -> None:
 
 def load_table(path: Path, loader: str) -> dict[str, tuple]:
     """Read a table file with one loader; raises (ValueError etc.) if the format is not that one."""
+    validate.choice("loader", loader, LOADERS)
     if loader == "LOAD_CSV":
         with open(path, newline="", encoding="utf-8") as handle:
             rows = list(csv.DictReader(handle))
     elif loader == "LOAD_JSON":
         rows = json.loads(Path(path).read_text(encoding="utf-8"))
-    elif loader == "LOAD_SQL":
+    else:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
             rows = [
@@ -188,8 +232,6 @@ def load_table(path: Path, loader: str) -> dict[str, tuple]:
             ]
         finally:
             con.close()
-    else:
-        raise ValueError(f"loader={loader!r} is unknown; use one of {LOADERS}")
     if not isinstance(rows, list) or not rows or list(rows[0]) != list(COLUMNS):
         raise ValueError(f"{loader} did not find a table with columns {COLUMNS}")
     return {c: tuple(int(r[c]) if c in NUMERIC else str(r[c]) for r in rows) for c in COLUMNS}
@@ -198,9 +240,12 @@ def load_table(path: Path, loader: str) -> dict[str, tuple]:
 # ------------------------------------------------------------------------------ the interpreter
 
 
-@dataclass(frozen=True)
-class State:
-    """Interpreter state: loaded table, row indices in view, memory slot M0, last value V."""
+class State(NamedTuple):
+    """Interpreter state: loaded table, row indices in view, memory slot M0, last value V.
+
+    A NamedTuple rather than a frozen dataclass: rollouts create ~10^5 states per run, and a
+    tuple is built several times faster.
+    """
 
     table: dict | None = None
     view: tuple[int, ...] = ()
@@ -222,16 +267,20 @@ class Task:
     gold: float | str = 0.0
 
 
-def _filter(task: Task, s: State, col: str, op: str, slot: str) -> State | None:
-    """FILTER col op slot; None when the types do not fit (EQ needs a category, GT/LT a number)."""
-    value = {"Q0": task.query.Q0, "Q1": task.query.Q1, "M0": s.M0}[slot]
+_COMPARE = {"EQ": operator.eq, "GT": operator.gt, "LT": operator.lt}
+_ALL_ROWS = tuple(range(N_ROWS))
+
+
+def _filter(task: Task, s: State, col: str, op: str, slot: str) -> tuple[int, ...] | None:
+    """The view after FILTER col op slot; None when the types do not fit (EQ needs a category,
+    GT/LT a number)."""
+    value = task.query.Q0 if slot == "Q0" else task.query.Q1 if slot == "Q1" else s.M0
     if op == "EQ" and (col not in CATEGORIES or not isinstance(value, str)):
         return None
     if op != "EQ" and (col not in NUMERIC or not isinstance(value, int)):
         return None
-    data = s.table[col]
-    keep = {"EQ": lambda v: v == value, "GT": lambda v: v > value, "LT": lambda v: v < value}[op]
-    return State(s.table, tuple(i for i in s.view if keep(data[i])), s.M0, s.V, s.n_steps)
+    data, keep = s.table[col], _COMPARE[op]
+    return tuple(i for i in s.view if keep(data[i], value))
 
 
 def _aggregate(s: State, agg: str, x: str) -> float | None:
@@ -247,32 +296,35 @@ def _aggregate(s: State, agg: str, x: str) -> float | None:
 def _argmax(s: State, g: str, agg: str, x: str) -> str | None:
     """The category of g with the largest SUM of x (or COUNT) in the view; ties -> first sorted."""
     totals: dict[str, float] = {}
+    groups, values = s.table[g], s.table[x]
     for i in s.view:
-        key = s.table[g][i]
-        totals[key] = totals.get(key, 0) + (s.table[x][i] if agg == "SUM" else 1)
+        totals[groups[i]] = totals.get(groups[i], 0) + (values[i] if agg == "SUM" else 1)
     return max(sorted(totals), key=totals.__getitem__) if totals else None
 
 
-def step(task: Task, s: State, action: str) -> tuple[State, str]:
-    """Execute one action; returns the new state and the observation (one of OBSERVATIONS)."""
+_PARSED = {a: (a.split()[0], tuple(a.split()[1:])) for a in ACTIONS}  # parsed once, used often
+
+
+def _step(task: Task, s: State, action: str) -> tuple[State, str]:
+    """Execute one (known) action; returns the new state and the observation."""
     n = s.n_steps + 1
     if action in LOADERS:
         table = task.loaded.get(action)
         if table is None:
             return State(s.table, s.view, s.M0, s.V, n), "ERR"
-        return State(table, tuple(range(N_ROWS)), s.M0, s.V, n), "OK"
+        return State(table, _ALL_ROWS, s.M0, s.V, n), "OK"
     if action == "ANSWER":
-        return State(s.table, s.view, s.M0, s.V, n, done=True), "DONE"
+        return State(s.table, s.view, s.M0, s.V, n, True), "DONE"
     if s.table is None:
         return State(None, (), s.M0, s.V, n), "ERR"
-    kind, *args = action.split()
+    kind, args = _PARSED[action]
     if kind == "RESET":
-        return State(s.table, tuple(range(N_ROWS)), s.M0, s.V, n), "OK"
+        return State(s.table, _ALL_ROWS, s.M0, s.V, n), "OK"
     if kind == "FILTER":
-        new = _filter(task, s, *args)
-        if new is None:
+        view = _filter(task, s, *args)
+        if view is None:
             return State(s.table, s.view, s.M0, s.V, n), "ERR"
-        return State(new.table, new.view, new.M0, new.V, n), "OK" if new.view else "EMPTY"
+        return State(s.table, view, s.M0, s.V, n), "OK" if view else "EMPTY"
     value = _aggregate(s, *args) if kind == "AGG" else _argmax(s, *args)
     if value is None:
         return State(s.table, s.view, s.M0, s.V, n), "ERR"
@@ -280,14 +332,31 @@ def step(task: Task, s: State, action: str) -> tuple[State, str]:
     return State(s.table, s.view, M0, value, n), "VAL"
 
 
-def run_program(task: Task, actions: tuple[str, ...]) -> tuple[tuple[str, ...], object]:
-    """Replay a whole program from the file (stateless replay); returns (observations, answer)."""
+def step(task: Task, s: State, action: str) -> tuple[State, str]:
+    """Execute one action; returns the new state and the observation (one of OBSERVATIONS)."""
+    _instance("task", task, Task)
+    _instance("s", s, State)
+    if action not in ACTION_ID:
+        raise ValueError(f"action={action!r} is not in ACTIONS; use lib.agents.ACTIONS")
+    return _step(task, s, action)
+
+
+def _actions(name: str, actions) -> tuple[str, ...]:
+    """A sequence of known actions, or a clear error naming the unknown ones."""
+    if isinstance(actions, str) or not isinstance(actions, Sequence):
+        raise TypeError(f"{name} must be a tuple of action strings, got {type(actions).__name__}")
     unknown = [a for a in actions if a not in ACTION_ID]
     if unknown:
-        raise ValueError(f"actions {unknown} are not in ACTIONS; use lib.agents.ACTIONS")
+        raise ValueError(f"{name}: {unknown} are not in ACTIONS; use lib.agents.ACTIONS")
+    return tuple(actions)
+
+
+def run_program(task: Task, actions: tuple[str, ...]) -> tuple[tuple[str, ...], object]:
+    """Replay a whole program from the file (stateless replay); returns (observations, answer)."""
+    _instance("task", task, Task)
     s, obs = State(), []
-    for action in actions[:MAX_STEPS]:
-        s, o = step(task, s, action)
+    for action in _actions("actions", actions)[:MAX_STEPS]:
+        s, o = _step(task, s, action)
         obs.append(o)
         if s.done:
             break
@@ -297,16 +366,27 @@ def run_program(task: Task, actions: tuple[str, ...]) -> tuple[tuple[str, ...], 
 # -------------------------------------------------------------------------- tasks and rewards
 
 
+def _gold(gold) -> float | str:
+    """A gold answer: a category string or a finite number."""
+    if isinstance(gold, str):
+        return gold
+    return validate.real("gold", gold)
+
+
 def is_correct(answer: object, gold: float | str) -> bool:
     """DataMind's judge rule: categories must match exactly, numbers within REL_TOL (3 %)."""
+    gold = _gold(gold)
     if isinstance(gold, str) or isinstance(answer, str | bool) or answer is None:
         return answer == gold
+    if not isinstance(answer, int | float) or not math.isfinite(answer):
+        return False  # anything else (a list, NaN) is a wrong answer, never an error
     return abs(float(answer) - float(gold)) <= REL_TOL * abs(float(gold))
 
 
 def reward(answer: object, gold: float | str) -> float:
     """Reward of QIAO2025: 1 if correct, 0 if a wrong answer was given, -0.1 if none was."""
     if answer is None:
+        _gold(gold)
         return REWARD_INVALID
     return REWARD_CORRECT if is_correct(answer, gold) else REWARD_WRONG
 
@@ -318,13 +398,27 @@ def _random_table(rng: np.random.Generator) -> dict[str, list]:
     return table
 
 
+def _read_all(path: Path, fmt: str) -> dict:
+    """What each loader reads from a file; exactly the right loader must succeed."""
+    loaded = {}
+    for loader in LOADERS:
+        try:
+            loaded[loader] = load_table(path, loader)
+        except (ValueError, KeyError, csv.Error, sqlite3.Error):
+            pass  # the wrong loader fails, as it would for the agent
+    if list(loaded) != [LOADER_OF[fmt]]:
+        raise RuntimeError(f"{fmt} file {path} was read by {list(loaded)}; loaders are broken")
+    return loaded
+
+
 def make_tasks(n: int, root: Path, seed: int, first_id: int = 0) -> list[Task]:
     """Write n tasks (depths 1, 2, 3 in turn) as real files under root; gold from the program.
 
     Tables on which the gold program meets an empty view or an error are drawn again.
     """
-    if not isinstance(n, int) or n <= 0:
-        raise ValueError(f"n must be a positive int, got {n!r}")
+    n = validate.integer("n", n, minimum=1)
+    seed = validate.integer("seed", seed, minimum=0)
+    first_id = validate.integer("first_id", first_id, minimum=0)
     if not Path(root).is_dir():
         raise ValueError(f"root={root!s} is not a folder; create it first")
     rng, tasks = np.random.default_rng(seed), []
@@ -335,18 +429,10 @@ def make_tasks(n: int, root: Path, seed: int, first_id: int = 0) -> list[Task]:
         folder.mkdir(exist_ok=True)
         path = folder / FILE_NAME
         write_table(_random_table(rng), path, fmt)
-        loaded = {}
-        for loader in LOADERS:
-            try:
-                loaded[loader] = load_table(path, loader)
-            except (ValueError, KeyError, csv.Error, sqlite3.Error):
-                pass  # the wrong loader fails, as it would for the agent
-        if list(loaded) != [LOADER_OF[fmt]]:
-            raise RuntimeError(f"{fmt} file {path} was read by {list(loaded)}; loaders are broken")
-        task = Task(task_id, query, fmt, path, loaded)
+        task = Task(task_id, query, fmt, path, _read_all(path, fmt))
         obs, answer = run_program(task, gold_program(query, LOADER_OF[fmt]))
         if answer is not None and not {"ERR", "EMPTY"} & set(obs):
-            tasks.append(Task(task_id, query, fmt, path, loaded, gold=answer))
+            tasks.append(Task(task_id, query, fmt, path, task.loaded, gold=answer))
     return tasks
 
 
@@ -375,7 +461,8 @@ class Expert:
 
     p_confuse: per trajectory, ARGMAX uses COUNT for SUM or the reverse; p_arg: per step, an
     argument error (another action of the same kind); p_skip: per trajectory, one step forgotten;
-    blind_spot: always reads "largest SUM by c1" as "most rows by c1" (a consistent error).
+    blind_spot: always reads "the group with the largest total of x1" as "... of x0" (a
+    consistent error, which every sample repeats; see `misread`).
     """
 
     p_confuse: float
@@ -385,25 +472,37 @@ class Expert:
 
     def __post_init__(self) -> None:
         for name in ("p_confuse", "p_arg", "p_skip"):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"Expert.{name} must be a probability in [0, 1], got {value!r}")
+            validate.probability(f"Expert.{name}", getattr(self, name))
+        validate.boolean("Expert.blind_spot", self.blind_spot)
 
 
-EXPERT_RAW = Expert(p_confuse=0.30, p_arg=0.10, p_skip=0.10)  # no knowledge hints
-EXPERT_HINTED = Expert(p_confuse=0.05, p_arg=0.02, p_skip=0.02)  # with knowledge hints
-EXPERT_BLIND = Expert(p_confuse=0.05, p_arg=0.02, p_skip=0.02, blind_spot=True)
+# Hints lower the random error rates; no hint fixes the misconception, which every sample repeats.
+EXPERT_RAW = Expert(p_confuse=0.30, p_arg=0.10, p_skip=0.10, blind_spot=True)  # no hints
+EXPERT_HINTED = Expert(p_confuse=0.05, p_arg=0.02, p_skip=0.02, blind_spot=True)  # with hints
 _KINDS = {k: [a for a in ACTIONS if a.split()[0] == k] for k in ("FILTER", "AGG", "ARGMAX")}
+
+
+def misread(action: str) -> str:
+    """The expert's blind spot: 'ARGMAX g SUM x1' becomes 'ARGMAX g SUM x0'; others unchanged.
+
+    A column confusion changes the chosen group in most tasks it touches; confusing SUM with
+    COUNT would rarely matter (on these tables the group with most rows usually has the
+    largest total too).
+    """
+    words = validate.choice("action", action, ACTIONS).split()
+    if words[0] == "ARGMAX" and words[2:] == ["SUM", "x1"]:
+        return f"ARGMAX {words[1]} SUM x0"
+    return action
 
 
 def _expert_plan(task: Task, expert: Expert, rng: np.random.Generator) -> list[str]:
     """The expert's program after the loader, with its errors applied."""
     plan = list(gold_program(task.query, LOADERS[0])[1:])
+    if expert.blind_spot:
+        plan = [misread(a) for a in plan]
     for i, a in enumerate(plan):
         words = a.split()
-        swap = rng.random() < expert.p_confuse
-        swap |= expert.blind_spot and words[:3] == ["ARGMAX", "c1", "SUM"]
-        if words[0] == "ARGMAX" and swap:
+        if words[0] == "ARGMAX" and rng.random() < expert.p_confuse:
             words[2] = {"SUM": "COUNT", "COUNT": "SUM"}[words[2]]
             plan[i] = " ".join(words)
         if words[0] in _KINDS and rng.random() < expert.p_arg:
@@ -413,13 +512,23 @@ def _expert_plan(task: Task, expert: Expert, rng: np.random.Generator) -> list[s
     return plan
 
 
+def blind_spot_bites(task: Task) -> bool:
+    """Whether the expert's misconception changes this task's answer (uses gold: measurement)."""
+    _instance("task", task, Task)
+    program = tuple(map(misread, gold_program(task.query, LOADER_OF[task.fmt])))
+    return not is_correct(run_program(task, program)[1], task.gold)
+
+
 def sample_trajectory(task: Task, expert: Expert, rng: np.random.Generator) -> Trajectory:
     """One expert episode: try loaders in random order until one works, then run the plan."""
+    _instance("task", task, Task)
+    _instance("expert", expert, Expert)
+    _instance("rng", rng, np.random.Generator)
     s, actions, obs = State(), [], []
     plan = [str(a) for a in rng.permutation(LOADERS)]
     plan = plan[: plan.index(LOADER_OF[task.fmt]) + 1] + _expert_plan(task, expert, rng)
     for action in plan[:MAX_STEPS]:
-        s, o = step(task, s, action)
+        s, o = _step(task, s, action)
         actions.append(action)
         obs.append(o)
         if s.done:
@@ -430,6 +539,7 @@ def sample_trajectory(task: Task, expert: Expert, rng: np.random.Generator) -> T
 
 def passes_rules(t: Trajectory) -> bool:
     """Rule filter: ends with a submitted answer, no error except from a wrong loader."""
+    _instance("t", t, Trajectory)
     errors = [a for a, o in zip(t.actions, t.observations, strict=True)
               if o == "ERR" and a not in LOADERS]  # fmt: skip
     return bool(t.actions) and t.actions[-1] == "ANSWER" and t.answer is not None and not errors
@@ -440,8 +550,8 @@ def self_consistent(samples: list[Trajectory], min_agree: int = 2) -> Trajectory
 
     Answers agree when is_correct(a, b) holds (same 3 % tolerance); no gold answer is used.
     """
-    if min_agree < 1:
-        raise ValueError(f"min_agree must be >= 1, got {min_agree}")
+    samples = _items("samples", samples, Trajectory, empty=True)
+    min_agree = validate.integer("min_agree", min_agree, minimum=1)
     kept = [t for t in samples if passes_rules(t)]
     groups = [[t for t in kept if is_correct(t.answer, u.answer)] for u in kept]
     best = max(groups, key=len, default=[])
@@ -452,8 +562,11 @@ def synthesize_demos(
     tasks: list[Task], expert: Expert, K: int, seed: int, filtered: bool
 ) -> list[Trajectory]:
     """K samples per task; filtered: rule + self-consistency filter, else the first sample raw."""
-    if K < 1:
-        raise ValueError(f"K must be >= 1 samples per task, got {K}")
+    tasks = _items("tasks", tasks, Task)
+    _instance("expert", expert, Expert)
+    K = validate.integer("K", K, minimum=1)
+    seed = validate.integer("seed", seed, minimum=0)
+    filtered = validate.boolean("filtered", filtered)
     rng, demos = np.random.default_rng(seed), []
     for task in tasks:
         samples = [sample_trajectory(task, expert, rng) for _ in range(K)]
@@ -461,6 +574,18 @@ def synthesize_demos(
         if chosen is not None:
             demos.append(chosen)
     return demos
+
+
+def taxonomy_stats(tasks: list[Task]) -> dict[int, dict[str, float]]:
+    """Per depth: tasks, distinct reference programs (loader left out), mean program steps."""
+    tasks = _items("tasks", tasks, Task)
+    stats = {}
+    for depth in (1, 2, 3):
+        programs = [gold_program(t.query, LOADERS[0]) for t in tasks if t.query.depth == depth]
+        steps = float(np.mean([len(p) for p in programs])) if programs else 0.0
+        stats[depth] = {"tasks": len(programs), "distinct programs": len(set(programs)),
+                        "steps": steps}  # fmt: skip
+    return stats
 
 
 # ------------------------------------------------------- the same actions as sandboxed Python
@@ -492,9 +617,7 @@ _NEED_TABLE = "if view is None:\n    raise RuntimeError('no table is loaded')\n"
 
 def compile_action(action: str) -> tuple[str, str]:
     """Python source for one action: (body that changes the state, lines that report the result)."""
-    if action not in ACTION_ID:
-        raise ValueError(f"action={action!r} is not in ACTIONS")
-    kind, *args = action.split()
+    kind, *args = validate.choice("action", action, ACTIONS).split()
     if kind.startswith("LOAD"):
         return _LOAD[kind] + "view = rows\n", "print('__OBS__ OK')\n"
     if kind == "ANSWER":
@@ -527,24 +650,56 @@ def compile_action(action: str) -> tuple[str, str]:
 
 def prelude(task: Task) -> str:
     """The first lines of every program for a task: imports, the file name, the constants."""
+    _instance("task", task, Task)
     return _PRELUDE.format(path=FILE_NAME, Q0=task.query.Q0, Q1=task.query.Q1)
 
 
 def compile_program(task: Task, actions: tuple[str, ...]) -> str:
     """One Python script for a whole program (used to cross-check the gold programs)."""
-    return prelude(task) + "".join(b + r for b, r in map(compile_action, actions))
+    return prelude(task) + "".join(
+        b + r for b, r in map(compile_action, _actions("actions", actions))
+    )
+
+
+class OutputError(ValueError):
+    """A program's output could not be read; the agent sees the message as an ERR observation."""
+
+
+MAX_ANSWER_CHARS = 200  # an answer is a number or a category name, never more
+
+
+def _read_answer(text: str, line: int) -> object:
+    """The literal after '__ANSWER__': None, a number or a string; else an OutputError."""
+    if len(text) > MAX_ANSWER_CHARS:
+        raise OutputError(f"line {line}: the answer has {len(text)} characters; at most "
+                          f"{MAX_ANSWER_CHARS} are read")  # fmt: skip
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as err:
+        raise OutputError(f"line {line}: the answer {text!r} is not a Python literal "
+                          f"({type(err).__name__})") from None  # fmt: skip
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float | str)):
+        raise OutputError(f"line {line}: the answer must be a number or a string, "
+                          f"got {type(value).__name__}")  # fmt: skip
+    return value
 
 
 def parse_output(stdout: str) -> tuple[str | None, object]:
-    """Read the last observation and the answer (None if absent) from a program's stdout."""
-    import ast
+    """Read the last observation and the answer (None if absent) from a program's stdout.
 
+    Total: a garbled '__OBS__' or '__ANSWER__' line raises OutputError (a ValueError) that says
+    what was wrong, never SyntaxError or IndexError.
+    """
+    validate.text("stdout", stdout, empty=True)
     obs, answer = None, None
-    for line in stdout.splitlines():
-        if line.startswith("__OBS__ "):
-            obs = line.split()[1]
-        elif line.startswith("__ANSWER__ "):
-            answer = ast.literal_eval(line.removeprefix("__ANSWER__ "))
+    for n, line in enumerate(stdout.splitlines(), 1):
+        if line.startswith("__OBS__"):
+            obs = line.removeprefix("__OBS__").strip()
+            if obs not in OBSERVATIONS:
+                raise OutputError(f"line {n}: observation {obs[:40]!r} is not one of "
+                                  f"{OBSERVATIONS}")  # fmt: skip
+        elif line.startswith("__ANSWER__"):
+            answer = _read_answer(line.removeprefix("__ANSWER__").strip(), n)
     return obs, answer
 
 
@@ -552,6 +707,7 @@ def parse_output(stdout: str) -> tuple[str | None, object]:
 
 REGIMES = ("sft", "rl", "mix", "sft_then_rl")
 MU_SCHEDULES = ("cosine", "linear", "constant")
+LR_SCHEDULES = ("cosine", "constant")
 QIAO2025_MU = {"mu_peak": 0.9, "mu_valley": 0.05, "k_w": 0}  # shipped CHORD-mu settings
 
 
@@ -562,10 +718,14 @@ def mu_schedule(k: int, k_d: int, kind: str = "cosine", mu_peak: float = 0.9,
     mu_k = mu_valley + (mu_peak - mu_valley) (1 + cos(pi (k - k_w) / k_d)) / 2 for the cosine
     (CHORD-mu, as in DataMind's dp_actor.py); 'constant' returns (mu_peak + mu_valley) / 2.
     """
-    if kind not in MU_SCHEDULES:
-        raise ValueError(f"kind={kind!r} is unknown; use one of {MU_SCHEDULES}")
-    if k < 0 or k_d <= 0 or k_w < 0:
-        raise ValueError(f"need k >= 0, k_d > 0, k_w >= 0; got k={k}, k_d={k_d}, k_w={k_w}")
+    k = validate.integer("k", k, minimum=0)
+    k_d = validate.integer("k_d", k_d, minimum=1)
+    kind = validate.choice("kind", kind, MU_SCHEDULES)
+    mu_peak = validate.probability("mu_peak", mu_peak)
+    mu_valley = validate.probability("mu_valley", mu_valley)
+    k_w = validate.integer("k_w", k_w, minimum=0)
+    if mu_valley > mu_peak:
+        raise ValueError(f"mu_valley={mu_valley} must not exceed mu_peak={mu_peak}")
     if kind == "constant":
         return (mu_peak + mu_valley) / 2
     if k < k_w:
@@ -590,15 +750,8 @@ def _prompt_ids(query: Query) -> tuple[int, ...]:
     return tuple(TOKEN_ID[w] for w in query.tokens())
 
 
-def history_features(query: Query, actions: tuple[str, ...], observations: tuple[str, ...]) -> list:
-    """Indices of the active binary features of a history (the policy's input, N_FEATURES wide).
-
-    The history is summarised as: the prompt's slot tokens, the set of actions that ran (OK,
-    EMPTY or VAL), the set that failed (ERR), the last observation and the turn number.
-    """
-    if len(actions) != len(observations) or len(actions) >= MAX_STEPS:
-        raise ValueError(f"need equal-length histories shorter than {MAX_STEPS}, got "
-                         f"{len(actions)} actions, {len(observations)} observations")  # fmt: skip
+def _features(query: Query, actions: tuple[str, ...], observations: tuple[str, ...]) -> list:
+    """history_features without the argument checks (the training loop's inner call)."""
     idx = list(_prompt_ids(query))
     for a, o in zip(actions, observations, strict=True):
         idx.append((_F_FAIL if o == "ERR" else _F_DONE) + ACTION_ID[a])
@@ -606,17 +759,34 @@ def history_features(query: Query, actions: tuple[str, ...], observations: tuple
     return [*idx, _F_OBS + last, _F_TURN + len(actions)]
 
 
+def history_features(query: Query, actions: tuple[str, ...], observations: tuple[str, ...]) -> list:
+    """Indices of the active binary features of a history (the policy's input, N_FEATURES wide).
+
+    The history is summarised as: the prompt's slot tokens, the set of actions that ran (OK,
+    EMPTY or VAL), the set that failed (ERR), the last observation and the turn number.
+    """
+    _instance("query", query, Query)
+    actions = _actions("actions", actions)
+    bad = [o for o in observations if o not in _OBS_ID]
+    if bad:
+        raise ValueError(f"observations {bad} are not in OBSERVATIONS {OBSERVATIONS}")
+    if len(actions) != len(observations) or len(actions) >= MAX_STEPS:
+        raise ValueError(f"need equal-length histories shorter than {MAX_STEPS}, got "
+                         f"{len(actions)} actions, {len(observations)} observations")  # fmt: skip
+    return _features(query, actions, tuple(observations))
+
+
 def encode(trajectories: list[Trajectory]):
     """Training rows for every decision: features X (N, N_FEATURES), actions y (N,), owner (N,).
 
-    owner[n] is the index of the trajectory that decision n belongs to.
+    owner[n] is the index of the trajectory that decision n belongs to (non-decreasing).
     """
     import torch
 
     cols, y, owner = [], [], []
-    for i, t in enumerate(trajectories):
+    for i, t in enumerate(_items("trajectories", trajectories, Trajectory)):
         for k, a in enumerate(t.actions):
-            cols.append(history_features(t.task.query, t.actions[:k], t.observations[:k]))
+            cols.append(_features(t.task.query, t.actions[:k], t.observations[:k]))
             y.append(ACTION_ID[a])
             owner.append(i)
     X = np.zeros((len(cols), N_FEATURES), dtype=np.float32)
@@ -629,37 +799,51 @@ def make_policy(d: int = 128, seed: int = 0):
     import torch
     from torch import nn
 
-    if d <= 0:
-        raise ValueError(f"d must be a positive width, got {d}")
-    torch.manual_seed(seed)
+    d = validate.integer("d", d, minimum=1)
+    torch.manual_seed(validate.integer("seed", seed, minimum=0))
     return nn.Sequential(nn.Linear(N_FEATURES, d), nn.ReLU(), nn.Linear(d, d), nn.ReLU(),
                          nn.Linear(d, len(ACTIONS)))  # fmt: skip
 
 
-def rollout(policy, tasks: list[Task], group_size: int = 1, greedy: bool = False,
-            generator=None) -> list[Trajectory]:  # fmt: skip
-    """Run group_size episodes per task in the in-process interpreter (batched, no gradients)."""
+@dataclass(frozen=True)
+class Decisions:
+    """Every decision of a batch of episodes, in play order: features X (N, N_FEATURES), actions
+    y (N,), log-probability at sampling time logp (N,), owner (N,) (the episode's index)."""
+
+    X: object
+    y: object
+    logp: object
+    owner: object
+
+
+def _play(policy, episodes: list[Task], temperature: float, greedy: bool, generator):
+    """Run episodes in the in-process interpreter, batched; returns (trajectories, Decisions)."""
     import torch
 
-    episodes = [t for t in tasks for _ in range(group_size)]
-    states = [State() for _ in episodes]
-    acts, obs = [[] for _ in episodes], [[] for _ in episodes]
+    states, acts, obs = [State() for _ in episodes], [[] for _ in episodes], [[] for _ in episodes]
     # Features are updated in place turn by turn; they equal history_features() (tested).
     X = np.zeros((len(episodes), N_FEATURES), dtype=np.float32)
     for i, t in enumerate(episodes):
-        X[i, history_features(t.query, (), ())] = 1
+        X[i, _features(t.query, (), ())] = 1
+    rows, ys, logps, owners = [], [], [], []
     with torch.no_grad():
         for turn in range(MAX_STEPS):
             live = [i for i, s in enumerate(states) if not s.done]
             if not live:
                 break
-            logits = policy(torch.from_numpy(X[live]))
+            feats = torch.from_numpy(X[live].copy())
+            logp = torch.log_softmax(policy(feats) / temperature, -1)
             if greedy:
-                choice = logits.argmax(-1)
-            else:
-                choice = torch.multinomial(logits.softmax(-1), 1, generator=generator)[:, 0]
+                choice = logp.argmax(-1)
+            else:  # Gumbel-max: a draw from softmax(logp), cheaper than torch.multinomial
+                u = torch.rand(logp.shape, generator=generator).clamp_(1e-12, 1.0)
+                choice = (logp - torch.log(-torch.log(u))).argmax(-1)
+            rows.append(feats)
+            ys.append(choice)
+            logps.append(logp.gather(-1, choice[:, None])[:, 0])
+            owners.append(torch.tensor(live))
             for i, a in zip(live, choice.tolist(), strict=True):
-                states[i], o = step(episodes[i], states[i], ACTIONS[a])
+                states[i], o = _step(episodes[i], states[i], ACTIONS[a])
                 row = X[i]
                 row[_F_OBS + (_OBS_ID[obs[i][-1]] if obs[i] else len(OBSERVATIONS))] = 0
                 row[_F_TURN + turn] = 0
@@ -669,76 +853,132 @@ def rollout(policy, tasks: list[Task], group_size: int = 1, greedy: bool = False
                     row[_F_TURN + turn + 1] = 1
                 acts[i].append(ACTIONS[a])
                 obs[i].append(o)
-    answers = [s.V if s.done else None for s in states]
-    return [Trajectory(t, tuple(a), tuple(o), ans, reward(ans, t.gold))
-            for t, a, o, ans in zip(episodes, acts, obs, answers, strict=True)]  # fmt: skip
+    trajs = [Trajectory(t, tuple(a), tuple(o), s.V if s.done else None,
+                        reward(s.V if s.done else None, t.gold))
+             for t, a, o, s in zip(episodes, acts, obs, states, strict=True)]  # fmt: skip
+    return trajs, Decisions(*(torch.cat(v) for v in (rows, ys, logps, owners)))
 
 
-def sft_loss(policy, X, y):
-    """L_SFT: token-mean cross-entropy of the demonstrated actions (nats per action)."""
-    import torch.nn.functional as F
+def _check_policy(policy) -> None:
+    if not callable(policy):
+        raise TypeError(
+            f"policy must be a callable network (make_policy), got {type(policy).__name__}"
+        )
 
-    return F.cross_entropy(policy(X), y)
+
+def rollout(policy, tasks: list[Task], group_size: int = 1, temperature: float = 1.0,
+            greedy: bool = False, generator=None) -> list[Trajectory]:  # fmt: skip
+    """group_size episodes per task, sampled from softmax(logits / temperature) (or greedy)."""
+    _check_policy(policy)
+    tasks = _items("tasks", tasks, Task)
+    group_size = validate.integer("group_size", group_size, minimum=1)
+    temperature = validate.real("temperature", temperature, low=0, low_open=True)
+    greedy = validate.boolean("greedy", greedy)
+    return _play(policy, [t for t in tasks for _ in range(group_size)], temperature, greedy,
+                 generator)[0]  # fmt: skip
 
 
-def rl_loss(policy, trajectories: list[Trajectory], group_size: int):
-    """L_RL: group-baseline policy gradient, token-mean; None if every group is uninformative.
+def grpo_advantages(rewards):
+    """Group-normalised advantages A_ij = (r_ij - mean_j r_ij) / (std_j r_ij + 1e-6), as in GRPO
+    (unbiased std); rewards (B, G). Returns (A (B, G), keep (B,)): keep is False for groups whose
+    rewards are all equal, which DAPO's dynamic sampling drops."""
+    import torch
 
-    A_ij = r_ij - mean_j r_ij within each task's group (GRPO without the std); groups whose
-    rewards are all equal are dropped (DAPO dynamic sampling). With one update per batch the
-    PPO ratio is 1, so DataMind's clipped surrogate reduces to this gradient.
+    r = torch.as_tensor(validate.array("rewards", rewards, ndim=2), dtype=torch.float32)
+    if r.shape[1] < 2:
+        raise ValueError(f"rewards needs groups of at least 2 rollouts, got shape {tuple(r.shape)}")
+    keep = r.max(1).values > r.min(1).values
+    A = (r - r.mean(1, keepdim=True)) / (r.std(1, keepdim=True) + 1e-6)
+    return torch.where(keep[:, None], A, torch.zeros_like(A)), keep
+
+
+def ppo_loss(logp, old_logp, advantages, clip_low: float = 0.2, clip_high: float = 0.28,
+             clip_dual: float = 3.0):  # fmt: skip
+    """Token-mean clipped surrogate (PPO with DAPO's asymmetric clip and the dual clip).
+
+    ratio = exp(logp - old_logp); per token max(-A ratio, -A clip(ratio, 1 - clip_low,
+    1 + clip_high)), capped at -A clip_dual where A < 0; all tensors (N,).
     """
     import torch
 
-    if len(trajectories) % group_size:
-        raise ValueError(f"{len(trajectories)} trajectories are not groups of {group_size}")
-    r = torch.tensor([t.reward for t in trajectories]).reshape(-1, group_size)
-    keep = (r.max(1).values > r.min(1).values).repeat_interleave(group_size)
-    if not keep.any():
-        return None
-    A = (r - r.mean(1, keepdim=True)).reshape(-1)[keep]
-    X, y, owner = encode([t for t, k in zip(trajectories, keep.tolist(), strict=True) if k])
-    logp = policy(X).log_softmax(-1).gather(-1, y[:, None])[:, 0]
-    return -(A[owner] * logp).mean()
+    for name, value in (("logp", logp), ("old_logp", old_logp), ("advantages", advantages)):
+        _instance(name, value, torch.Tensor)
+    if not logp.shape == old_logp.shape == advantages.shape or logp.ndim != 1:
+        raise ValueError("logp, old_logp and advantages must be 1-D tensors of one length")
+    clip_low = validate.real("clip_low", clip_low, low=0, high=1, low_open=True, high_open=True)
+    clip_high = validate.real("clip_high", clip_high, low=0, low_open=True)
+    clip_dual = validate.real("clip_dual", clip_dual, low=1, low_open=True)
+    return _surrogate(logp, old_logp, advantages, clip_low, clip_high, clip_dual)
+
+
+def _surrogate(logp, old_logp, advantages, clip_low: float, clip_high: float, clip_dual: float):
+    """ppo_loss without the argument checks (the training loop's inner call)."""
+    import torch
+
+    ratio = torch.exp(logp - old_logp)
+    loss = torch.maximum(-advantages * ratio,
+                         -advantages * ratio.clamp(1 - clip_low, 1 + clip_high))  # fmt: skip
+    loss = torch.where(advantages < 0, torch.minimum(loss, -advantages * clip_dual), loss)
+    return loss.mean()
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """One learning rate and one update budget for every regime (QIAO2025 mu settings)."""
+    """One learning rate and one update budget for every regime (QIAO2025 batch shape and clip).
 
-    updates: int = 300
-    lr: float = 3e-3
+    An update k samples `prompts` demo tasks, plays `group_size` rollouts of each at
+    `temperature`, and takes `minibatches` clipped optimizer steps over them; mu_k (the SFT
+    weight) moves once per update, over `updates` updates.
+    """
+
+    updates: int = 250
+    lr: float = 1e-2
     d: int = 128
-    sft_batch: int = 64  # decisions (action tokens) per SFT batch
-    rl_tasks: int = 8
-    group_size: int = 8
+    prompts: int = 16  # QIAO2025: 16 prompts per batch
+    group_size: int = 4  # QIAO2025: rollout.n = 4
+    minibatches: int = 2
+    temperature: float = 0.7  # QIAO2025 rollout temperature
+    clip_low: float = 0.2  # QIAO2025 (DAPO) clip range
+    clip_high: float = 0.28
+    clip_dual: float = 3.0  # verl's default dual clip for negative advantages
     clip_norm: float = 1.0
-    schedule: str = "cosine"
+    schedule: str = "cosine"  # of mu_k
+    lr_schedule: str = "cosine"  # of the learning rate, over all optimizer steps
 
     def __post_init__(self) -> None:
-        for name in ("updates", "d", "sft_batch", "rl_tasks", "group_size"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) <= 0:
-                raise ValueError(f"TrainConfig.{name} must be a positive int")
-        if self.group_size < 2:
-            raise ValueError(f"group_size must be >= 2 for a group baseline, got {self.group_size}")
-        if self.schedule not in MU_SCHEDULES:
-            raise ValueError(f"schedule={self.schedule!r} is unknown; use one of {MU_SCHEDULES}")
+        for name in ("updates", "d", "prompts", "minibatches"):
+            validate.integer(f"TrainConfig.{name}", getattr(self, name), minimum=1)
+        validate.integer("TrainConfig.group_size", self.group_size, minimum=2)
+        if self.minibatches > self.prompts:
+            raise ValueError(f"TrainConfig.minibatches={self.minibatches} exceeds "
+                             f"prompts={self.prompts}; each step needs a prompt")  # fmt: skip
+        for name in ("lr", "temperature", "clip_high", "clip_norm"):
+            validate.real(f"TrainConfig.{name}", getattr(self, name), low=0, low_open=True)
+        validate.real("TrainConfig.lr", self.lr, high=1.0)
+        validate.real("TrainConfig.clip_low", self.clip_low, low=0, high=1, low_open=True,
+                      high_open=True)  # fmt: skip
+        validate.real("TrainConfig.clip_dual", self.clip_dual, low=1, low_open=True)
+        validate.choice("TrainConfig.schedule", self.schedule, MU_SCHEDULES)
+        validate.choice("TrainConfig.lr_schedule", self.lr_schedule, LR_SCHEDULES)
 
 
 @dataclass(frozen=True)
 class TrainResult:
-    """A trained policy, its mu_k and mean rollout reward per update, and env steps used."""
+    """A trained policy; per update its mu_k, mean rollout reward and share of informative
+    groups (reward varies within the group); environment steps used."""
 
     policy: object = field(repr=False)
     mu: tuple[float, ...]
     mean_reward: tuple[float, ...]
+    informative: tuple[float, ...]
     env_steps: int
 
 
 def sft_weight(regime: str, k: int, cfg: TrainConfig) -> float:
     """mu_k of each regime: 1 (SFT), 0 (RL), the schedule (mix), 1 then 0 (SFT then RL)."""
-    if regime not in REGIMES:
-        raise ValueError(f"regime={regime!r} is unknown; use one of {REGIMES}")
+    regime = validate.choice("regime", regime, REGIMES)
+    k = validate.integer("k", k, minimum=0)
+    _instance("cfg", cfg, TrainConfig)
     if regime == "mix":
         return mu_schedule(k, cfg.updates, cfg.schedule, **QIAO2025_MU)
     if regime == "sft_then_rl":
@@ -746,83 +986,290 @@ def sft_weight(regime: str, k: int, cfg: TrainConfig) -> float:
     return 1.0 if regime == "sft" else 0.0
 
 
-def train_policy(regime: str, demos: list[Trajectory], tasks: list[Task], cfg: TrainConfig,
-                 seed: int) -> TrainResult:  # fmt: skip
-    """Train a fresh policy for cfg.updates steps on (1 - mu_k) L_RL + mu_k L_SFT."""
+@dataclass(frozen=True)
+class _RLBatch:
+    """The kept rollouts of one update: decisions of informative groups with their advantages."""
+
+    X: object
+    y: object
+    old_logp: object
+    advantage: object
+    prompt: np.ndarray  # index of the decision's prompt within the batch
+    rewards: np.ndarray  # (prompts, group_size), before dynamic sampling
+    keep: np.ndarray  # (prompts,) informative groups
+    env_steps: int
+
+
+def _rl_batch(policy, tasks: list[Task], cfg: TrainConfig, generator) -> _RLBatch:
+    """Play group_size rollouts per prompt; GRPO advantages; drop uninformative groups (DAPO)."""
+    episodes = [t for t in tasks for _ in range(cfg.group_size)]
+    trajs, dec = _play(policy, episodes, cfg.temperature, False, generator)
+    rewards = np.array([t.reward for t in trajs]).reshape(len(tasks), cfg.group_size)
+    A, keep = grpo_advantages(rewards)
+    prompt = dec.owner // cfg.group_size
+    rows = keep[prompt]
+    return _RLBatch(dec.X[rows], dec.y[rows], dec.logp[rows], A.reshape(-1)[dec.owner][rows],
+                    prompt[rows].numpy(), rewards, keep.numpy(),
+                    sum(len(t.actions) for t in trajs))  # fmt: skip
+
+
+def _minibatch_loss(policy, mu: float, sft: tuple | None, batch: _RLBatch | None,
+                    part: np.ndarray, cfg: TrainConfig):  # fmt: skip
+    """(1 - mu) L_RL + mu L_SFT on the prompts `part` of the batch (None if neither has rows).
+
+    sft = (X, y, rows): the encoded demos and, per prompt of the batch, its demo's rows, so the
+    SFT term reads the demonstrations of these same prompts (DataMind's dp_actor.py). One
+    forward pass serves both terms; the RL term reads the logits at the rollout temperature.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    inputs, r, sel = [], [], []
+    if sft is not None and mu > 0:
+        r = np.concatenate([sft[2][j] for j in part])
+        inputs.append(sft[0][r])
+    if batch is not None and mu < 1:
+        sel = np.flatnonzero(np.isin(batch.prompt, part))
+        inputs.append(batch.X[sel])
+    if len(r) + len(sel) == 0:
+        return None
+    logits = policy(torch.cat(inputs))
+    loss = mu * F.cross_entropy(logits[: len(r)], sft[1][r]) if len(r) else 0.0
+    if len(sel):
+        logp = (logits[len(r) :] / cfg.temperature).log_softmax(-1)
+        logp = logp.gather(-1, batch.y[sel][:, None])[:, 0]
+        pg = _surrogate(logp, batch.old_logp[sel], batch.advantage[sel], cfg.clip_low,
+                        cfg.clip_high, cfg.clip_dual)  # fmt: skip
+        loss = loss + (1 - mu) * pg
+    return loss
+
+
+def _demo_rows(demos: list[Trajectory]):
+    """Encoded demonstrations and, per demo, the indices of its decision rows."""
+    X, y, owner = encode(demos)
+    ends = np.cumsum(np.bincount(owner.numpy(), minlength=len(demos)))
+    starts = np.concatenate([[0], ends[:-1]])
+    return X, y, [np.arange(s, e) for s, e in zip(starts, ends, strict=True)]
+
+
+def _optimizer(policy, cfg: TrainConfig):
+    """Adam at cfg.lr, decayed per optimizer step on a cosine to 0 (or held constant)."""
     import torch
 
-    if regime != "rl" and not demos:
-        raise ValueError(f"regime {regime!r} needs demonstrations; got none")
+    opt = torch.optim.Adam(policy.parameters(), lr=cfg.lr, fused=True)  # fused: 3x faster on CPU
+    n_steps = cfg.updates * cfg.minibatches
+    if cfg.lr_schedule == "constant":
+        return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda i: 1.0)
+    cosine = lambda i: 0.5 * (1 + math.cos(math.pi * i / n_steps))  # noqa: E731
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, cosine)
+
+
+def train_policy(regime: str, demos: list[Trajectory], cfg: TrainConfig,
+                 seed: int) -> TrainResult:  # fmt: skip
+    """Train a fresh policy for cfg.updates updates on (1 - mu_k) L_RL + mu_k L_SFT.
+
+    Every regime draws its prompts from the demos' tasks; only mu_k > 0 reads the demos' actions.
+    """
+    import torch
+
+    regime = validate.choice("regime", regime, REGIMES)
+    demos = _items("demos", demos, Trajectory)
+    _instance("cfg", cfg, TrainConfig)
+    seed = validate.integer("seed", seed, minimum=0)
+    if len(demos) < cfg.prompts:
+        raise ValueError(f"{len(demos)} demos cannot fill a batch of {cfg.prompts} prompts")
     policy = make_policy(cfg.d, seed)
-    opt = torch.optim.Adam(policy.parameters(), lr=cfg.lr)
+    opt, sched = _optimizer(policy, cfg)
     rng, gen = np.random.default_rng(seed), torch.Generator().manual_seed(seed)
-    X_demo, y_demo, _ = encode(demos) if demos else (None, None, None)
-    mus, rewards, env_steps = [], [], 0
+    X_demo, y_demo, demo_rows = _demo_rows(demos) if regime != "rl" else (None, None, None)
+    mus, rewards, informative, env_steps = [], [], [], 0
     for k in range(cfg.updates):
-        mu, loss = sft_weight(regime, k, cfg), torch.zeros(())
-        if mu > 0:
-            idx = torch.from_numpy(rng.integers(0, len(y_demo), cfg.sft_batch))
-            loss = loss + mu * sft_loss(policy, X_demo[idx], y_demo[idx])
-        if mu < 1:
-            batch = [tasks[i] for i in rng.integers(0, len(tasks), cfg.rl_tasks)]
-            trajs = rollout(policy, batch, cfg.group_size, generator=gen)
-            env_steps += sum(len(t.actions) for t in trajs)
-            rewards.append(float(np.mean([t.reward for t in trajs])))
-            rl = rl_loss(policy, trajs, cfg.group_size)
-            loss = loss + (1 - mu) * rl if rl is not None else loss
+        mu = sft_weight(regime, k, cfg)
+        prompts = rng.choice(len(demos), cfg.prompts, replace=False)
+        batch = _rl_batch(policy, [demos[i].task for i in prompts], cfg, gen) if mu < 1 else None
+        if batch is not None:
+            env_steps += batch.env_steps
+            rewards.append(float(batch.rewards.mean()))
+            informative.append(float(batch.keep.mean()))
+        sft = None if demo_rows is None else (X_demo, y_demo, [demo_rows[i] for i in prompts])
+        for part in np.array_split(np.arange(cfg.prompts), cfg.minibatches):
+            loss = _minibatch_loss(policy, mu, sft, batch, part, cfg)
+            if loss is not None:
+                opt.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.clip_norm)
+                opt.step()
+                sched.step()
         mus.append(mu)
-        if loss.requires_grad:
-            opt.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.clip_norm)
-            opt.step()
-    return TrainResult(policy, tuple(mus), tuple(rewards), env_steps)
+    return TrainResult(policy, tuple(mus), tuple(rewards), tuple(informative), env_steps)
 
 
-def correctness(policy, tasks: list[Task]) -> np.ndarray:
-    """Greedy decoding on each task: 1.0 where the answer is correct, else 0.0 (shape (n,))."""
-    if not tasks:
-        raise ValueError("tasks is empty; pass at least one held-out task")
-    return np.array([t.correct for t in rollout(policy, tasks, greedy=True)], dtype=float)
+def sample_correct(policy, tasks: list[Task], runs: int = 3, temperature: float = 0.7,
+                   seed: int = 0) -> np.ndarray:  # fmt: skip
+    """QIAO2025's evaluation: `runs` sampled episodes per task at `temperature`; returns the
+    correctness (n_tasks, runs) as 0/1 floats (avg@runs = its mean, pass@runs = any per row)."""
+    import torch
+
+    _check_policy(policy)
+    tasks = _items("tasks", tasks, Task)
+    runs = validate.integer("runs", runs, minimum=1)
+    temperature = validate.real("temperature", temperature, low=0, low_open=True)
+    gen = torch.Generator().manual_seed(validate.integer("seed", seed, minimum=0))
+    trajs, _ = _play(policy, [t for t in tasks for _ in range(runs)], temperature, False, gen)
+    return np.array([t.correct for t in trajs], dtype=float).reshape(len(tasks), runs)
 
 
-def evaluate(policy, tasks: list[Task]) -> dict[str, float]:
-    """Greedy held-out accuracy: overall, per depth ('d1', 'd2', 'd3') and depth >= 2 ('d2+')."""
-    ok = correctness(policy, tasks)
-    depth = np.array([t.query.depth for t in tasks])
-    out = {"all": float(ok.mean()), "d2+": float(ok[depth >= 2].mean())}
-    out.update({f"d{d}": float(ok[depth == d].mean()) for d in (1, 2, 3)})
-    return out
+@dataclass(frozen=True)
+class Turn:
+    """One turn of a sandboxed rollout: the action, what the agent saw, the process's status."""
+
+    action: str
+    observation: str
+    status: str
+    message: str
+    wall_s: float
 
 
-def code_rollout(policy, task: Task, limits=None) -> tuple[Trajectory, list]:
+def code_rollout(policy, task: Task, limits=None) -> tuple[Trajectory, list[Turn]]:
     """Greedy episode in which every action runs as real Python in a fresh sandboxed process.
 
     Each turn runs the prelude, the accumulated code of the turns that succeeded, and the new
     action's code; only the new action reports, so earlier output is not repeated (DataMind
-    replaces old prints with `pass`). A failed run (exception, timeout, memory or a blocked
-    call) gives the observation ERR and its code is not kept. Returns the trajectory and the
-    SandboxResult of every turn.
+    replaces old prints with `pass`). A failed run (exception, timeout, memory, a blocked call,
+    or output that cannot be read) gives the observation ERR and its code is not kept.
     """
     import torch
 
     from lib.sandbox import run_sandboxed
 
-    kept, acts, obs, results, answer = [prelude(task)], [], [], [], None
+    _check_policy(policy)
+    _instance("task", task, Task)
+    kept, acts, obs, turns, answer = [prelude(task)], [], [], [], None
     for _ in range(MAX_STEPS):
         X = torch.zeros(1, N_FEATURES)
-        X[0, history_features(task.query, tuple(acts), tuple(obs))] = 1
+        X[0, _features(task.query, tuple(acts), tuple(obs))] = 1
         with torch.no_grad():
             action = ACTIONS[int(policy(X).argmax())]
         body, report = compile_action(action)
         result = run_sandboxed("".join(kept) + body + report, {FILE_NAME: task.path}, limits)
-        o, value = parse_output(result.stdout) if result.ok else ("ERR", None)
+        o, value, message = "ERR", None, result.message
         if result.ok:
+            try:
+                o, value = parse_output(result.stdout)
+                o = o or "ERR"  # a program that reports nothing has failed
+            except OutputError as err:
+                message = str(err)
+        if o != "ERR":
             kept.append(body)
         acts.append(action)
         obs.append(o)
-        results.append(result)
+        turns.append(Turn(action, o, result.status, message, result.wall_s))
         if o == "DONE":
             answer = value
             break
-    return Trajectory(task, tuple(acts), tuple(obs), answer, reward(answer, task.gold)), results
+    return Trajectory(task, tuple(acts), tuple(obs), answer, reward(answer, task.gold)), turns
+
+
+# --------------------------------------------------------------------- the chapter's experiment
+
+ARMS = (("no hints", "unfiltered"), ("no hints", "filtered"), ("hints", "unfiltered"),
+        ("hints", "filtered"))  # fmt: skip
+SFT_ALONE = "SFT, hints, filtered"  # the 2x2 arm the recipe uses: SFT alone on its demos
+RL_ALONE, MIX = "RL alone", "SFT+RL (dynamic)"
+
+
+def arm_name(hints: str, filtering: str) -> str:
+    """The regime name of one 2x2 arm, e.g. 'SFT, hints, filtered'."""
+    validate.choice("hints", hints, ("no hints", "hints"))
+    validate.choice("filtering", filtering, ("unfiltered", "filtered"))
+    return f"SFT, {hints}, {filtering}"
+
+
+@dataclass(frozen=True)
+class Design:
+    """The size of one replicate: tasks, expert samples, evaluation protocol, training."""
+
+    n_train: int = 300  # tasks the expert writes demonstrations for (the RL prompts)
+    n_heldout: int = 600  # evaluation tasks, never trained on
+    K: int = 3  # expert samples per task for self-consistency
+    eval_runs: int = 3  # QIAO2025: 3 sampled runs per task (avg@3)
+    eval_temperature: float = 0.7  # QIAO2025
+    train: TrainConfig = TrainConfig()
+    extra: tuple[str, ...] = ()  # further regimes on the hinted, filtered demos, e.g. 'sft_then_rl'
+
+    def __post_init__(self) -> None:
+        for name in ("n_train", "n_heldout", "K", "eval_runs"):
+            validate.integer(f"Design.{name}", getattr(self, name), minimum=1)
+        validate.real("Design.eval_temperature", self.eval_temperature, low=0, low_open=True)
+        _instance("Design.train", self.train, TrainConfig)
+        for regime in self.extra:
+            validate.choice("Design.extra", regime, REGIMES)
+
+
+@dataclass(frozen=True)
+class ReplicateResult:
+    """One replicate: per regime the held-out correctness (n_heldout, eval_runs) and training
+    curves; per 2x2 arm the demos' precision (share correct, from gold), count and share that
+    show a failed loader; per held-out
+    task its depth and whether the expert's blind spot bites; the taxonomy; the mix policy."""
+
+    seed: int
+    depth: np.ndarray
+    blind: np.ndarray
+    correct: dict[str, np.ndarray]
+    precision: dict[str, float]
+    kept: dict[str, int]
+    recovery: dict[str, float]  # share of demos whose first loader failed (they show recovery)
+    reward: dict[str, tuple[float, ...]]
+    informative: dict[str, tuple[float, ...]]
+    env_steps: dict[str, int]
+    taxonomy: dict[int, dict[str, float]]
+    policy: object = field(repr=False)
+
+
+def _demo_sets(train: list[Task], design: Design, seed: int) -> dict[str, list[Trajectory]]:
+    """The 2x2 demonstration sets: knowledge hints x (rule + self-consistency) filter."""
+    sets = {}
+    for hints, filtering in ARMS:
+        expert = EXPERT_HINTED if hints == "hints" else EXPERT_RAW
+        filtered = filtering == "filtered"
+        sets[arm_name(hints, filtering)] = synthesize_demos(
+            train, expert, design.K if filtered else 1, seed, filtered
+        )
+    return sets
+
+
+def run_replicate(seed: int, design: Design, rl_alone: bool = True) -> ReplicateResult:
+    """One replicate of the whole experiment: fresh task files, the 2x2 demo sets, SFT on each,
+    the dynamic mix (and RL alone if asked) on the hinted, filtered demos, all evaluated on
+    held-out tasks."""
+    seed = validate.integer("seed", seed, minimum=0)
+    _instance("design", design, Design)
+    rl_alone = validate.boolean("rl_alone", rl_alone)
+    s_tasks, s_held, s_demo, s_train, s_eval = (
+        int(x) for x in np.random.SeedSequence(seed).generate_state(5)
+    )
+    with tempfile.TemporaryDirectory(prefix="agents_") as root:
+        train = make_tasks(design.n_train, Path(root), s_tasks)
+        held = make_tasks(design.n_heldout, Path(root), s_held, first_id=design.n_train)
+        demos = _demo_sets(train, design, s_demo)
+        regimes = {arm: ("sft", arm) for arm in demos}
+        regimes |= {RL_ALONE: ("rl", SFT_ALONE)} if rl_alone else {}
+        regimes |= {MIX: ("mix", SFT_ALONE)}
+        regimes |= {f"{r} (hints, filtered)": (r, SFT_ALONE) for r in design.extra}
+        runs = {name: train_policy(r, demos[d], design.train, s_train)
+                for name, (r, d) in regimes.items()}  # fmt: skip
+        return ReplicateResult(
+            seed, np.array([t.query.depth for t in held]),
+            np.array([blind_spot_bites(t) for t in held]),
+            {name: sample_correct(run.policy, held, design.eval_runs, design.eval_temperature,
+                                  s_eval) for name, run in runs.items()},
+            {arm: float(np.mean([d.correct for d in demos[arm]])) for arm in demos},
+            {arm: len(demos[arm]) for arm in demos},
+            {arm: float(np.mean([d.observations[0] == "ERR" for d in demos[arm]]))
+             for arm in demos},
+            {name: run.mean_reward for name, run in runs.items()},
+            {name: run.informative for name, run in runs.items()},
+            {name: run.env_steps for name, run in runs.items()},
+            taxonomy_stats(train + held), runs[MIX].policy,
+        )  # fmt: skip
