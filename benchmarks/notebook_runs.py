@@ -39,7 +39,7 @@ class NotebookRun:
 
 def chapters(selected: list[str]) -> list[Path]:
     """The chapter files whose names start with one of `selected` (all when empty)."""
-    paths = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.md"))
+    paths = sorted(p for p in NOTEBOOKS.glob("[0-9][0-9]_*.md") if "_tmp_jupytext_" not in p.name)
     if not selected:
         return paths
     chosen = [p for p in paths if any(p.name.startswith(s.zfill(2)) for s in selected)]

@@ -127,6 +127,8 @@ def pytest_collect_file(file_path, parent):
     """Collect `.md` files under notebooks/ and book/ whose front matter names a kernel."""
     if file_path.suffix != ".md" or file_path.parent.name not in ("notebooks", "book"):
         return None
+    if "_tmp_jupytext_" in file_path.name:  # left by an interrupted `jupytext --pipe`
+        return None
     text = file_path.read_text(encoding="utf-8")
     if not text.startswith("---") or "kernelspec:" not in text.split("\n---", 1)[0]:
         return None
