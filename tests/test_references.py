@@ -12,9 +12,8 @@ CITE = re.compile(r"\{cite:\w+\}`([^`]+)`")
 
 def cited_keys() -> dict[str, set[str]]:
     """Citation key -> the pages (relative paths) that cite it."""
-    pages = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.md")) + sorted(
-        (ROOT / "book").glob("*.md")
-    )
+    chapters = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.md"))
+    pages = chapters + sorted((ROOT / "book").glob("*.md"))
     keys: dict[str, set[str]] = {}
     for page in pages:
         for group in CITE.findall(page.read_text()):
