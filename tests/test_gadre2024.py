@@ -55,8 +55,13 @@ def test_fitted_loss_law_has_negative_exponent():
     assert b < 0 and np.isfinite([a, c, E]).all()
 
 
-def test_gadre_inputs_are_validated():
-    with pytest.raises(ValueError, match="N"):
-        cod.fit_gadre_loss([1.0, -2.0, 3.0, 4.0], [1, 1, 1, 1], [1, 1, 1, 1])
-    with pytest.raises(ValueError, match="err"):
-        cod.fit_error_vs_loss([1.0, 2.0, 3.0], [0.5, 1.5, 0.2])
+def test_cod_on_gadre_tasks_runs_end_to_end():
+    """The 46 tasks as COD's items: a valid clustering with the paper's rules applied."""
+    runs = pd.read_csv(CSV).set_index("name")
+    small = [n for n in runs[runs["train_dataset"] == "rpj"].index if "open_lm" not in n]
+    tasks = [c[4:] for c in runs.columns if c.startswith("err_") and c[4:7] != "avg"]
+    res = cod.gadre_task_cod(runs, small, ["rpj-open_lm_7b-1.0"], tasks)
+    assert len(tasks) == 46 and len(small) == 32
+    assert len(res.clustering.labels) == 46 and len(res.fits) == res.clustering.n_clusters
+    assert res.kept.shape == (res.clustering.n_clusters,)
+    assert np.all(res.clustering.labels[res.subset_mask] >= 0)
