@@ -8,7 +8,7 @@ capability gap delta = logit(a_A) - logit(a_T) of MMLU-Pro accuracies a. Here:
   is harmful", concepts 1-8 are the benchmark (the MMLU-Pro analogue, without harm). Concepts
   1-4 share the teacher's hidden units with harm (the social-science analogue), 5-8 do not;
 - the **students** are two-hidden-layer ReLU MLPs. A *ladder* grows width and training data
-  together; *decoupled* students share one compute level but see labels for each benchmark
+  together; *decoupled* students share one compute level (mid-ladder width) but see labels for each benchmark
   split on a random share of their requests, so split skill varies apart from compute. Harm
   labels are scarce for everyone (safety data is). Every student is both attacker and target;
 - the **attack** is a black-box boundary search in the spirit of PAIR: along random rays from
@@ -45,11 +45,12 @@ DEFAULT_BUDGET = 4  # the decoupled attackers' budget
 KAPPA = 0.05  # the attacker sends the point where its own P(harm) = 0.5 + KAPPA
 T_MAX = 6.0  # longest step an attack may take from a behaviour, in input units (|x| ~ 4)
 N_BISECT = 14
+N_EVAL = 10_000  # fresh requests on which benchmark accuracy is measured
 # Student training: Adam on the summed masked BCE of all nine concepts.
 STEPS, BATCH, LR = 400, 128, 1e-2
 HARM_FRACTION = 0.3  # share of training requests with a harm label: safety data is scarce
 LADDER = ((2, 100), (32, 8000))  # (width, training requests) of the smallest and largest student
-DECOUPLED = (32, 8000)  # (width, requests) of every decoupled student: the ladder's top
+DECOUPLED = (16, 8000)  # (width, requests) of every decoupled student: mid-ladder width
 SPLIT_FRACTIONS = (0.02, 1.0)  # range of the log-uniform label share of a decoupled student's split
 SAFETY_HARM_WEIGHT = 10.0  # the "Llama-2" targets: harm loss weighted 10x
 # Paper's median per-target fit as quoted by a secondary note (unverified): w = 1.73, b = -0.79.
@@ -417,7 +418,7 @@ class WorldRun:
 
 def run_world(seed: int, n_ladder: int, n_decoupled: int, n_behaviours: int) -> WorldRun:
     """Build one world, train its students, and let them attack the ladder's students."""
-    n_ladder = validate.integer("n_ladder", n_ladder, minimum=4)
+    n_ladder = validate.integer("n_ladder", n_ladder, minimum=12)  # heldout_pairs: 3 folds of >= 4
     n_decoupled = validate.integer("n_decoupled", n_decoupled, minimum=3)
     n_behaviours = validate.integer("n_behaviours", n_behaviours, minimum=2)
     streams = np.random.SeedSequence(_seed("seed", seed)).generate_state(8)
@@ -426,7 +427,7 @@ def run_world(seed: int, n_ladder: int, n_decoupled: int, n_behaviours: int) -> 
     ladder = ladder_configs(n_ladder)
     targets = train_students(world, ladder + safety_configs(ladder), ladder_seed)
     decoupled = train_students(world, decoupled_configs(n_decoupled, shares), decoupled_seed)
-    x_eval, x0 = sample_inputs(20_000, evaluation), sample_behaviours(world, n_behaviours, behaviours)
+    x_eval, x0 = sample_inputs(N_EVAL, evaluation), sample_behaviours(world, n_behaviours, behaviours)
     proposals = propose_boundary(targets.take(slice(0, n_ladder)), x0, max(BUDGETS), rays)
     asr = asr_at_budgets(judge(world, targets, x0, proposals))
     proposals = propose_boundary(decoupled, x0, DEFAULT_BUDGET, rays_d)
@@ -634,3 +635,100 @@ def curve_residuals(asr, c, asr_new, c_new) -> np.ndarray:
     c_A, c_T, y = off_diagonal(asr, c)
     curve = fit_curve(c_A - c_T, y)
     return (asr_new - curve.predict(gap(c, c_new).ravel()).reshape(asr_new.shape)).mean(axis=0)
+
+
+def pooled_slope(asr, c) -> float:
+    """Slope w of one curve logit(ASR) = w delta + b through every ordered pair of a pool."""
+    c_A, c_T, y = off_diagonal(asr, c)
+    return fit_curve(c_A - c_T, y).w
+
+
+# ---------------------------------------------------------------------------- one replicate
+@dataclass(frozen=True)
+class WorldStats:
+    """Every statistic the chapter judges, for one world; arrays are indexed by BUDGETS.
+
+    drop: sharp_drop; skill: heldout_attackers; coef_sum, sum_lo, sum_hi: alpha + beta of the
+    free fit and its bootstrap interval; imbalance: (alpha + beta) / (alpha - beta); r2_gap,
+    r2_attacker, r2_target: heldout_pairs; slope: pooled_slope; rho_attacker: Spearman of
+    attacker capability with attacker strength; rho_fixed: median_attacker_trend. Scalars:
+    split_advantage of the decoupled students and the safety targets' mean residual.
+    """
+
+    run: WorldRun
+    c: np.ndarray  # capability of the ladder's students, then its two safety-trained copies
+    drop: np.ndarray
+    skill: np.ndarray
+    coef_sum: np.ndarray
+    sum_lo: np.ndarray
+    sum_hi: np.ndarray
+    imbalance: np.ndarray
+    r2_gap: np.ndarray
+    r2_attacker: np.ndarray
+    r2_target: np.ndarray
+    slope: np.ndarray
+    rho_attacker: np.ndarray
+    rho_fixed: np.ndarray
+    split_advantage: float
+    safety_residual: float
+
+
+def _budget_stats(asr, c, direct, seed: int, n_bootstrap: int) -> dict[str, float]:
+    """The per-budget statistics of one pool attacking itself (see WorldStats)."""
+    folds, boot = map(int, np.random.SeedSequence(seed).generate_state(2))
+    total, lo, hi = coefficient_sum_ci(asr, c, n_bootstrap, boot)
+    r2 = heldout_pairs(asr, c, folds)
+    return {
+        "drop": sharp_drop(asr, c), "skill": heldout_attackers(asr, c, direct, folds),
+        "coef_sum": total, "sum_lo": lo, "sum_hi": hi, "imbalance": imbalance(asr, c),
+        **{f"r2_{name}": value for name, value in r2.items()}, "slope": pooled_slope(asr, c),
+        "rho_attacker": float(stats.spearmanr(c, attacker_strength(asr)).statistic),
+        "rho_fixed": median_attacker_trend(asr, c),
+    }  # fmt: skip
+
+
+def world_stats(seed: int, n_ladder: int, n_decoupled: int, n_behaviours: int,
+                n_bootstrap: int) -> WorldStats:  # fmt: skip
+    """Run one world (`run_world`) and compute every statistic of WorldStats from it."""
+    n_bootstrap = validate.integer("n_bootstrap", n_bootstrap, minimum=10)
+    run = run_world(seed, n_ladder, n_decoupled, n_behaviours)
+    c = split_capability(run.accuracy)
+    pool, S = c[:n_ladder], n_ladder
+    direct = run.asr[0, :, :S].mean(axis=0)  # the direct query does not depend on the attacker
+    analysis = int(np.random.SeedSequence(_seed("seed", seed)).generate_state(9)[8])
+    rows = [_budget_stats(run.asr[k, :, :S], pool, direct, analysis + k, n_bootstrap)
+            for k in range(1, 1 + len(BUDGETS))]  # fmt: skip
+    per_budget = {key: np.array([row[key] for row in rows]) for key in rows[0]}
+    k = 1 + BUDGETS.index(DEFAULT_BUDGET)
+    residual = curve_residuals(run.asr[k, :, :S], pool, run.asr[k, :, S:], c[S:])
+    return WorldStats(run, c, **per_budget,
+                      split_advantage=split_advantage(run.decoupled_asr, run.decoupled_accuracy),
+                      safety_residual=float(residual.mean()))  # fmt: skip
+
+
+# ---------------------------------------------------------------------------- real models
+PANFILOV2025_FAMILIES = {
+    "Llama-2": r"Llama-2-",
+    "Llama-3/3.1": r"Meta-Llama-3",
+    "Qwen2 (paper: Qwen2.5)": r"Qwen/Qwen2-",
+    "Mistral/Mixtral": r"mistralai/(?:Mistral-7B|Mixtral)",
+}
+
+
+def load_mmlu_pro(path: Path | None = None):
+    """ObsScaling's base-model MMLU-Pro accuracies (Open LLM Leaderboard v2) with c = logit(a).
+
+    Returns a DataFrame with columns model, mmlu_pro, c and family (None outside the paper's).
+    """
+    import pandas as pd
+
+    path = Path(path) if path is not None else DATA_DIR / "base_llm_leaderboard_v2_eval.csv"
+    if not path.is_file():
+        raise ValueError(f"path {path} does not exist; pass the ObsScaling leaderboard-v2 CSV")
+    raw = pd.read_csv(path)
+    df = pd.DataFrame({"model": raw["Model"], "mmlu_pro": raw["leaderboard_mmlu_pro"]})
+    df["c"] = capability(df["mmlu_pro"].to_numpy())
+    df["family"] = None
+    for family, pattern in PANFILOV2025_FAMILIES.items():
+        df.loc[df["model"].str.contains(pattern, regex=True), "family"] = family
+    return df
