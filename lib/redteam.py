@@ -8,9 +8,10 @@ capability gap delta = logit(a_A) - logit(a_T) of MMLU-Pro accuracies a. Here:
   is harmful", concepts 1-8 are the benchmark (the MMLU-Pro analogue, without harm). Concepts
   1-4 share the teacher's hidden units with harm (the social-science analogue), 5-8 do not;
 - the **students** are two-hidden-layer ReLU MLPs. A *ladder* grows width and training data
-  together; *decoupled* students share one compute level (mid-ladder width) but see labels for each benchmark
-  split on a random share of their requests, so split skill varies apart from compute. Harm
-  labels are scarce for everyone (safety data is). Every student is both attacker and target;
+  together; *decoupled* students share one compute level (mid-ladder width) but see labels for
+  each benchmark split on a random share of their requests, so split skill varies apart from
+  compute. Harm labels are scarce for everyone (safety data is). Every student is both
+  attacker and target;
 - the **attack** is a black-box boundary search in the spirit of PAIR: along random rays from
   a clearly harmful behaviour the attacker bisects its *own* belief to the most
   innocuous-looking request it still believes harmful, and sends it. The judge is the teacher:
@@ -215,7 +216,10 @@ def _training_data(world: World, configs: list[StudentConfig], rng: np.random.Ge
     largest n_train: x (S, n_max, 16), y and weight (S, n_max, 9), float32."""
     shape = (len(configs), max(c.n_train for c in configs))
     x = np.zeros((*shape, N_INPUT), np.float32)
-    y, weight = np.zeros((*shape, N_CONCEPTS), np.float32), np.zeros((*shape, N_CONCEPTS), np.float32)
+    y, weight = (
+        np.zeros((*shape, N_CONCEPTS), np.float32),
+        np.zeros((*shape, N_CONCEPTS), np.float32),
+    )
     for s, config in enumerate(configs):
         n = config.n_train
         x[s, :n] = rng.normal(size=(n, N_INPUT))
@@ -226,7 +230,14 @@ def _training_data(world: World, configs: list[StudentConfig], rng: np.random.Ge
 
 def _shapes(S: int, H: int) -> list[tuple[int, ...]]:
     """Shapes of W1, b1, W2, b2, W3, b3 for S students padded to width H."""
-    return [(S, N_INPUT, H), (S, 1, H), (S, H, H), (S, 1, H), (S, H, N_CONCEPTS), (S, 1, N_CONCEPTS)]
+    return [
+        (S, N_INPUT, H),
+        (S, 1, H),
+        (S, H, H),
+        (S, 1, H),
+        (S, H, N_CONCEPTS),
+        (S, 1, N_CONCEPTS),
+    ]
 
 
 def _layers(flat: np.ndarray, S: int, H: int) -> list[np.ndarray]:
@@ -342,7 +353,9 @@ def propose_boundary(attackers: Students, x0, n_dir: int, seed: int, kappa: floa
     x0 = _behaviours(x0)
     n_dir = validate.integer("n_dir", n_dir, minimum=1)
     kappa = validate.real("kappa", kappa, low=0.0, high=0.5, high_open=True)
-    u = np.random.default_rng(_seed("seed", seed)).normal(size=(len(attackers), *x0.shape[:1], n_dir, N_INPUT))
+    u = np.random.default_rng(_seed("seed", seed)).normal(
+        size=(len(attackers), *x0.shape[:1], n_dir, N_INPUT)
+    )
     u /= np.linalg.norm(u, axis=-1, keepdims=True)
     level = special.logit(0.5 + kappa)
 
@@ -370,7 +383,9 @@ def judge(world: World, targets: Students, x0, proposals, threshold: float = 0.5
     x0 = _behaviours(x0)
     proposals = validate.array("proposals", proposals, ndim=4)
     if proposals.shape[1:2] + proposals.shape[3:] != (len(x0), N_INPUT):
-        raise ValueError(f"proposals must be (S_A, {len(x0)}, n_dir, {N_INPUT}), got {proposals.shape}")
+        raise ValueError(
+            f"proposals must be (S_A, {len(x0)}, n_dir, {N_INPUT}), got {proposals.shape}"
+        )
     threshold = validate.probability("threshold", threshold, open_ends=True)
     direct = np.broadcast_to(x0[None, :, None, :], (len(proposals), *x0.shape[:1], 1, N_INPUT))
     queries = np.concatenate([direct, proposals], axis=2)
@@ -422,12 +437,17 @@ def run_world(seed: int, n_ladder: int, n_decoupled: int, n_behaviours: int) -> 
     n_decoupled = validate.integer("n_decoupled", n_decoupled, minimum=3)
     n_behaviours = validate.integer("n_behaviours", n_behaviours, minimum=2)
     streams = np.random.SeedSequence(_seed("seed", seed)).generate_state(8)
-    teacher, ladder_seed, shares, decoupled_seed, evaluation, behaviours, rays, rays_d = map(int, streams)
+    teacher, ladder_seed, shares, decoupled_seed, evaluation, behaviours, rays, rays_d = map(
+        int, streams
+    )
     world = make_world(teacher)
     ladder = ladder_configs(n_ladder)
     targets = train_students(world, ladder + safety_configs(ladder), ladder_seed)
     decoupled = train_students(world, decoupled_configs(n_decoupled, shares), decoupled_seed)
-    x_eval, x0 = sample_inputs(N_EVAL, evaluation), sample_behaviours(world, n_behaviours, behaviours)
+    x_eval, x0 = (
+        sample_inputs(N_EVAL, evaluation),
+        sample_behaviours(world, n_behaviours, behaviours),
+    )
     proposals = propose_boundary(targets.take(slice(0, n_ladder)), x0, max(BUDGETS), rays)
     asr = asr_at_budgets(judge(world, targets, x0, proposals))
     proposals = propose_boundary(decoupled, x0, DEFAULT_BUDGET, rays_d)
