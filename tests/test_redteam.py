@@ -11,23 +11,33 @@ from lib.scale import single_thread
 single_thread()  # tiny models: extra threads only contend on a shared 2-core machine
 
 
-class Oracle(torch.nn.Module):
-    """A model whose harm logit is `scale * g*_0(x)` plus `shift` (other concepts: 0)."""
-
-    def __init__(self, world: rt.World, scale: float = 20.0, shift: float = 0.0):
-        super().__init__()
-        self.world, self.scale, self.shift = world, scale, shift
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = torch.zeros(len(x), rt.N_CONCEPTS, dtype=torch.float64)
-        g = torch.tensor(self.world.scores(x.double().numpy())[:, rt.HARM])
-        out[:, rt.HARM] = self.scale * g + self.shift
-        return out
-
-
 @pytest.fixture(scope="module")
 def world():
     return rt.make_world(0)
+
+
+def oracle(world: rt.World, scale: float = 20.0, shift: float = 0.0) -> rt.Students:
+    """A one-student network whose harm logit is linear in x: scale * (V_0 h - mu_0) / sd_0 +
+    shift with h = W1 x + b1 (the teacher without its tanh), passed through the two ReLU
+    layers as relu(h) - relu(-h) = h. Its harm boundary is a hyperplane."""
+    H = rt.N_HIDDEN
+    W1 = np.concatenate([world.W1.T, -world.W1.T], axis=1)[None]  # (1, 16, 2H)
+    b1 = np.concatenate([world.b1, -world.b1])[None, None]
+    W2 = np.eye(2 * H)[None]  # relu of a relu output is itself
+    b2 = np.zeros((1, 1, 2 * H))
+    W3 = np.zeros((1, 2 * H, rt.N_CONCEPTS))
+    v = world.V[rt.HARM] / world.sd[rt.HARM]
+    W3[0, :, rt.HARM] = scale * np.concatenate([v, -v])
+    b3 = np.zeros((1, 1, rt.N_CONCEPTS))
+    b3[0, 0, rt.HARM] = -scale * world.mu[rt.HARM] / world.sd[rt.HARM] + shift
+    return rt.Students(W1, b1, W2, b2, W3, b3)
+
+
+def shifted(students: rt.Students, shift: float) -> rt.Students:
+    """The same students with every harm logit moved by `shift`."""
+    b3 = students.b3.copy()
+    b3[:, :, rt.HARM] += shift
+    return rt.Students(students.W1, students.b1, students.W2, students.b2, students.W3, b3)
 
 
 def test_gap_is_logit_difference():
@@ -38,7 +48,9 @@ def test_gap_is_logit_difference():
 
 def test_world_is_standardised_and_harm_shares_only_relevant_units(world):
     g = world.scores(rt.sample_inputs(20_000, 5))
-    assert np.allclose(g.mean(axis=0), 0, atol=0.05) and np.allclose(g.std(axis=0), 1, atol=0.05)
+    assert np.allclose(g[:, 1:].mean(axis=0), 0, atol=0.05)
+    assert np.allclose(g.std(axis=0), 1, atol=0.05)
+    assert (g[:, rt.HARM] > 0).mean() == pytest.approx(rt.HARM_RATE, abs=0.02)
     half = rt.N_HIDDEN // 2
     assert np.all(world.V[list(rt.IRRELEVANT), :half] == 0)
     assert np.all(world.V[[rt.HARM, *rt.RELEVANT], half:] == 0)
@@ -49,100 +61,134 @@ def test_behaviours_are_clearly_harmful(world):
     assert x0.shape == (50, rt.N_INPUT) and np.all(world.scores(x0)[:, rt.HARM] > 1)
 
 
+def test_backprop_matches_torch_autograd():
+    rng = np.random.default_rng(0)
+    S, B, H = 2, 5, 4
+    shapes = rt._shapes(S, H)
+    params = [rng.normal(size=s) for s in shapes]
+    x = rng.normal(size=(S, B, rt.N_INPUT))
+    y = (rng.random((S, B, rt.N_CONCEPTS)) < 0.5).astype(float)
+    weight = (rng.random((S, B, rt.N_CONCEPTS)) < 0.6) * 2.0
+    grads = [np.zeros(s) for s in shapes]
+    rt.backprop(params, x, y, weight, grads)
+    tp = [torch.tensor(p, requires_grad=True) for p in params]
+    h = torch.relu(torch.tensor(x) @ tp[0] + tp[1])
+    h = torch.relu(h @ tp[2] + tp[3])
+    bce = torch.nn.functional.binary_cross_entropy_with_logits(
+        h @ tp[4] + tp[5], torch.tensor(y), reduction="none"
+    )
+    w = torch.tensor(weight)
+    (bce * w / w.sum(dim=1, keepdim=True).clamp(min=1e-9)).sum().backward()
+    for ours, theirs in zip(grads, tp, strict=True):
+        assert np.allclose(ours, theirs.grad.numpy(), atol=1e-10)
+
+
+def test_students_learn_with_compute(world):
+    configs = rt.ladder_configs(3)
+    students = rt.train_students(world, configs, seed=0)
+    acc = rt.accuracy(world, students, rt.sample_inputs(4_000, 8))
+    c = rt.split_capability(acc)
+    assert acc.shape == (3, rt.N_CONCEPTS) and c[2] > c[0] and acc[2, rt.HARM] > 0.85
+
+
+def test_padding_does_not_change_a_student(world):
+    small = rt.StudentConfig(4, 200)
+    alone = rt.train_students(world, [small], seed=3)
+    x = rt.sample_inputs(50, 9)
+    # Trained next to a wider student, it draws other random numbers; only check it stays
+    # a 4-unit network: its padded units carry exactly zero weights.
+    both = rt.train_students(world, [small, rt.StudentConfig(16, 200)], seed=3)
+    assert np.all(both.W1[0, :, 4:] == 0) and np.all(both.W3[0, 4:] == 0)
+    assert alone.proba(x).shape == (1, 50, rt.N_CONCEPTS)
+
+
 def test_judge_on_planted_targets(world):
     x0 = rt.sample_behaviours(world, 20, seed=2)
-    attacker = Oracle(world)
-    props = rt.propose_boundary(attacker, x0, n_dir=4, kappa=0.05, seed=3)
-    # A target that complies with everything: every behaviour succeeds via the direct query.
-    assert rt.attack_success(world, Oracle(world, shift=-50), x0, props).all()
-    # One that refuses everything never fails safe; one as sharp as the attacker refuses its
-    # proposals, which the attacker placed where P(harm) = 0.55 > 0.5.
-    assert not rt.attack_success(world, Oracle(world, shift=50), x0, props).any()
-    assert not rt.attack_success(world, Oracle(world), x0, props).any()
+    attacker = oracle(world)
+    props = rt.propose_boundary(attacker, x0, n_dir=4, seed=3)
+    everything = rt.judge(world, shifted(attacker, -1e6), x0, props)
+    nothing = rt.judge(world, shifted(attacker, 1e6), x0, props)
+    assert everything.shape == (1, 1, 20, 5)
+    assert everything[..., 0].all()  # a target that complies with all: the direct query works
+    assert not nothing.any()  # one that refuses everything is never broken
+    # A target as sharp as the attacker refuses what the attacker still believes harmful.
+    moved = np.any(props[0] != x0[:, None, :], axis=-1)  # rays where the attacker sent a step
+    assert moved.any() and not rt.judge(world, attacker, x0, props)[0, 0, :, 1:][moved].any()
 
 
 def test_boundary_proposals_sit_at_the_attackers_threshold(world):
     x0 = rt.sample_behaviours(world, 10, seed=4)
-    attacker, kappa = Oracle(world, scale=5.0), 0.1
-    props = rt.propose_boundary(attacker, x0, n_dir=3, kappa=kappa, seed=5)
-    p = rt.predict_proba(attacker, props.reshape(-1, rt.N_INPUT))[:, rt.HARM]
-    t = np.linalg.norm(props - x0[:, None, :], axis=-1).ravel()
-    inside = t < rt.T_MAX - 1e-6  # rays that crossed the threshold before T_MAX
-    assert np.all(p >= 0.5 + kappa - 1e-9)
+    attacker, kappa = oracle(world, scale=5.0), 0.1
+    props = rt.propose_boundary(attacker, x0, n_dir=3, seed=5, kappa=kappa)
+    p = attacker.proba(props.reshape(-1, rt.N_INPUT))[0, :, rt.HARM]
+    t = np.linalg.norm(props[0] - x0[:, None, :], axis=-1).ravel()
+    inside = (t > 0) & (t < rt.T_MAX - 1e-6)  # rays that crossed the threshold before T_MAX
+    assert np.all(p[t > 0] >= 0.5 + kappa - 1e-6)
     assert inside.any() and np.allclose(p[inside], 0.5 + kappa, atol=0.01)
 
 
-def test_random_proposals_are_believed_harmful_or_replaced(world):
-    x0 = rt.sample_behaviours(world, 10, seed=6)
-    attacker = Oracle(world)
-    props = rt.propose_random(attacker, x0, n_dir=8, seed=7)
-    p = rt.predict_proba(attacker, props.reshape(-1, rt.N_INPUT))[:, rt.HARM]
-    same = np.all(props == x0[:, None, :], axis=-1).ravel()
-    assert np.all((p > 0.5) | same)
+def test_asr_at_budgets_is_best_of_n():
+    success = np.zeros((1, 1, 2, 4), bool)
+    success[0, 0, 0, 3] = True  # behaviour 0 broken by the third ray only
+    success[0, 0, 1, 0] = True  # behaviour 1 broken by the direct query
+    asr = rt.asr_at_budgets(success, [0, 1, 2, 3])
+    assert asr[:, 0, 0].tolist() == [0.5, 0.5, 0.5, 1.0]
 
 
-def test_students_learn_with_compute(world):
-    x_eval = rt.sample_inputs(2_000, 8)
-    configs = [rt.StudentConfig(2, 50, 5), rt.StudentConfig(16, 2_000, 300)]
-    pool = rt.train_pool(world, configs, seed=0, x_eval=x_eval)
-    assert pool.accuracy.shape == (2, rt.N_CONCEPTS)
-    c = pool.capability()
-    assert c[1] > c[0] and pool.accuracy[1, rt.HARM] > 0.85
-
-
-def _planted(w=1.7, b=-0.8, n_A=12, n_T=10, seed=0, n_beh=0):
+def _planted(w=1.7, b=-0.8, alpha=None, beta=None, n=12, seed=0, n_beh=0):
+    """A pool attacking itself with logit ASR = alpha c_A + beta c_T + b (default: the gap)."""
     rng = np.random.default_rng(seed)
-    c_A, c_T = np.sort(rng.uniform(0, 3, n_A)), np.sort(rng.uniform(0, 3, n_T))
-    p = special.expit(w * rt.gap(c_A, c_T) + b)
+    c = np.sort(rng.uniform(0, 2, n))
+    alpha, beta = (w, -w) if alpha is None else (alpha, beta)
+    p = special.expit(alpha * c[:, None] + beta * c[None, :] + b)
     asr = p if n_beh == 0 else rng.binomial(n_beh, p) / n_beh
-    return asr, c_A, c_T
+    return asr, c
 
 
-def test_exact_sigmoid_is_recovered_and_predicted():
-    asr, c_A, c_T = _planted()
-    delta = rt.gap(c_A, c_T)
-    # away from the clip level the fit is exact
-    w, lo, hi = rt.pooled_slope_ci(asr, delta, n_bootstrap=50, seed=0)
-    z = special.logit(np.clip(asr, rt.EPS, 1 - rt.EPS)).ravel()
-    assert w == pytest.approx(np.polyfit(delta.ravel(), z, 1)[0], abs=1e-8)
-    assert lo <= w <= hi
-    r2_curve, r2_mean = rt.heldout_top_attackers(asr, delta, c_A)
-    assert r2_curve > 0.99 and r2_mean < r2_curve
-    r2_gap, r2_att = rt.leave_one_target_out(asr, delta, c_A)
-    assert r2_gap > 0.99 and r2_gap - r2_att > 0.1
+def test_fits_recover_planted_gap_model():
+    asr, c = _planted()
+    assert rt.pooled_slope(asr, c) == pytest.approx(1.7, abs=1e-9)
+    alpha, beta, b = rt.free_fit(asr, c)
+    assert (alpha, beta, b) == pytest.approx((1.7, -1.7, -0.8), abs=1e-9)
+    assert rt.imbalance(asr, c) == pytest.approx(0.0, abs=1e-9)
+    total, lo, hi = rt.coefficient_sum_ci(asr, c, n_bootstrap=20, seed=1)
+    assert total == pytest.approx(0.0, abs=1e-9) and lo <= 1e-9 and hi >= -1e-9
+    r2 = rt.heldout_pairs(asr, c, seed=2)
+    assert r2["gap"] > 0.99 and r2["gap"] > r2["attacker"] and r2["gap"] > r2["target"]
+    direct = special.expit(1.7 * (rt.capability(rt.CHANCE) - c) - 0.8)  # on the planted curve
+    assert rt.heldout_attackers(asr, c, direct, seed=3) == pytest.approx(1.0, abs=1e-9)
 
 
-def test_binomial_noise_recovers_slope():
-    ws = [rt.pooled_slope_ci(*_gap_args(s), n_bootstrap=1, seed=0)[0] for s in range(20)]
-    assert abs(np.median(ws) - 1.7) < 0.3
+def test_free_fit_sees_a_target_dominated_world():
+    asr, c = _planted(alpha=0.5, beta=-2.0, b=1.0)
+    assert rt.imbalance(asr, c) == pytest.approx((0.5 - 2.0) / (0.5 + 2.0), abs=1e-9)
+    total, lo, hi = rt.coefficient_sum_ci(asr, c, n_bootstrap=20, seed=1)
+    assert total == pytest.approx(-1.5, abs=1e-9) and hi < 0
 
 
-def _gap_args(seed):
-    asr, c_A, c_T = _planted(seed=seed, n_beh=100)
-    return asr, rt.gap(c_A, c_T)
+def test_trends_on_planted_pool():
+    asr, c = _planted(n_beh=200)
+    assert rt.sharp_drop(asr, c) < 0.5
+    assert rt.median_attacker_trend(asr, c) < -0.8
+    strength = rt.attacker_strength(asr)
+    assert np.all(np.diff(strength[::3]) > 0)
+    asr, c = _planted()  # noise-free: the pooled curve is the planted one
+    asr_new = rt.Curve(1.7, -0.8).predict(rt.gap(c, c[:2])) - 0.1
+    assert rt.curve_residuals(asr, c, asr_new, c[:2]) == pytest.approx([-0.1, -0.1], abs=1e-9)
 
 
-def test_gap_quantities_and_bootstrap_on_planted_world():
-    asr, c_A, c_T = _planted(n_beh=100)
-    q = rt.gap_quantities(asr, c_A, c_T)
-    assert q["rho_attacker"] > 0.9 and q["rho_median_attacker"] < -0.9
-    assert q["asr_low"] < 0.5 * q["asr_high"]
+def test_split_advantage_on_planted_skills():
     rng = np.random.default_rng(0)
-    success = rng.random((12, 10, 40)) < asr[..., None]
-    draws = rt.bootstrap_behaviours(success, c_A, c_T, n_bootstrap=3, seed=0)
-    assert draws.shape == (3, len(q)) and set(draws.columns) == set(q)
+    acc = rng.uniform(0.6, 0.9, (10, rt.N_CONCEPTS))
+    strength = acc[:, list(rt.RELEVANT)].mean(axis=1)  # strength follows the relevant split
+    asr = np.tile(strength[:, None], (1, 3))
+    assert rt.split_advantage(asr, acc) > 0.5
 
 
-def test_small_helpers():
-    assert rt.median_index([3.0, 1.0, 2.0, 4.0]) == 2
-    assert rt.sharp_drop([[0.1, 0.9]], [[-1.0, 1.0]]) == (0.1, 0.9)
-    acc = np.tile(np.linspace(0.6, 0.9, 5)[:, None], (1, rt.N_CONCEPTS))
-    asr = np.tile(np.linspace(0.1, 0.5, 5)[:, None], (1, 3))
-    assert rt.split_spearman(asr, acc, rt.RELEVANT) == pytest.approx(1.0)
-    delta = np.tile(np.linspace(-1, 1, 5)[:, None], (1, 3))
-    asr = special.expit(delta)
-    res = rt.curve_residuals(asr, delta, asr[:, :1] - 0.1, delta[:, :1])
-    assert res == pytest.approx([-0.1], abs=1e-9)
+def test_world_stats_small(world):
+    stats = rt.world_stats(0, n_ladder=12, n_decoupled=3, n_behaviours=10, n_bootstrap=10)
+    assert stats.drop.shape == (len(rt.BUDGETS),) and stats.c.shape == (14,)
+    assert np.all(np.diff(stats.run.asr, axis=0) >= 0)  # best of N never falls with N
 
 
 def test_real_mmlu_pro_table():
@@ -153,31 +199,54 @@ def test_real_mmlu_pro_table():
     assert set(rt.PANFILOV2025_FAMILIES) == set(df["family"].dropna())
 
 
+POOL = np.full((4, 4), 0.5)
+C4 = np.arange(4.0)
+
+
 @pytest.mark.parametrize(
-    "call, match",
+    "call, error, match",
     [
-        (lambda w: rt.capability([1.0]), "strictly inside"),
-        (lambda w: rt.gap([np.nan], [1.0]), "c_A"),
-        (lambda w: rt.StudentConfig(0, 10, 10), "width"),
-        (lambda w: rt.StudentConfig(4, 10, 10, harm_weight=-1.0), "harm_weight"),
-        (lambda w: rt.graded_configs(1), "n must be"),
-        (lambda w: rt.sample_inputs(0, 0), "n must be"),
-        (lambda w: w.scores(np.zeros((2, 3))), "columns"),
-        (lambda w: rt.propose_boundary(Oracle(w), np.zeros((1, 16)), 2, 0.7, 0), "kappa"),
-        (lambda w: rt.propose_boundary(Oracle(w), np.zeros((1, 16)), 0, 0.1, 0), "n_dir"),
-        (lambda w: rt.sharp_drop([[1.5]], [[1.0]]), "asr"),
-        (lambda w: rt.sharp_drop([[0.5, 0.5]], [[1.0]]), "shape"),
-        (lambda w: rt.sharp_drop([[0.5]], [[1.0]]), "no pairs"),
-        (lambda w: rt.heldout_top_attackers(np.full((4, 2), 0.5), np.zeros((4, 2)),
-                                            np.arange(4.0), n_heldout=3), "n_heldout"),
-        (lambda w: rt.leave_one_target_out(np.full((4, 2), 0.5), np.zeros((4, 2)),
-                                           np.arange(4.0)), "3 targets"),
-        (lambda w: rt.bootstrap_behaviours(np.zeros((2, 2)), [1.0, 2.0], [1.0, 2.0], 2, 0),
-         "bool"),
-        (lambda w: rt.split_spearman(np.full((2, 2), 0.5), np.full((2, 9), 0.7), [0]), "subset"),
-        (lambda w: rt.load_mmlu_pro("/nonexistent.csv"), "does not exist"),
+        (lambda w: rt.capability([1.0]), ValueError, "strictly inside"),
+        (lambda w: rt.capability("0.5"), TypeError, "accuracy"),
+        (lambda w: rt.gap([np.nan], [1.0]), ValueError, "c_A"),
+        (lambda w: rt.make_world(-1), ValueError, "seed"),
+        (lambda w: rt.make_world(True), TypeError, "seed"),
+        (lambda w: rt.StudentConfig(0, 10), ValueError, "width"),
+        (lambda w: rt.StudentConfig(4, 10, harm_weight=-1.0), ValueError, "harm_weight"),
+        (lambda w: rt.StudentConfig(4, 10, harm_fraction=1.5), ValueError, "harm_fraction"),
+        (lambda w: rt.ladder_configs(1), ValueError, "n must be"),
+        (lambda w: rt.decoupled_configs(2.5, 0), TypeError, "n"),
+        (lambda w: rt.safety_configs(rt.ladder_configs(2)), ValueError, "ladder"),
+        (lambda w: rt.sample_inputs(0, 0), ValueError, "n must be"),
+        (lambda w: rt.sample_behaviours(w, 5, 0, margin=np.inf), ValueError, "margin"),
+        (lambda w: w.scores(np.zeros((2, 3))), ValueError, "columns"),
+        (lambda w: rt.train_students(w, [], 0), ValueError, "configs"),
+        (lambda w: rt.propose_boundary(oracle(w), np.zeros((1, 16)), 2, 0, kappa=0.7),
+         ValueError, "kappa"),
+        (lambda w: rt.propose_boundary(oracle(w), np.zeros((1, 16)), 0, 0), ValueError, "n_dir"),
+        (lambda w: rt.propose_boundary(oracle(w), np.zeros((1, 3)), 2, 0), ValueError, "x0"),
+        (lambda w: rt.judge(w, oracle(w), np.zeros((2, 16)), np.zeros((1, 3, 2, 16))),
+         ValueError, "proposals"),
+        (lambda w: rt.asr_at_budgets(np.zeros((1, 1, 2, 3))), ValueError, "success"),
+        (lambda w: rt.asr_at_budgets(np.zeros((1, 1, 2, 3), bool), [5]), ValueError, "budgets"),
+        (lambda w: rt.fit_curve([1.0, 1.0], [0.2, 0.3]), ValueError, "two distinct"),
+        (lambda w: rt.fit_curve([1.0, 2.0], [0.2]), ValueError, "equal lengths"),
+        (lambda w: rt.sharp_drop(np.full((4, 4), 1.5), C4), ValueError, "asr"),
+        (lambda w: rt.sharp_drop(POOL, C4[:3]), ValueError, "at least 4"),
+        (lambda w: rt.sharp_drop(POOL, np.zeros(4)), ValueError, "no pairs"),
+        (lambda w: rt.coefficient_sum_ci(POOL, C4, 5, 0), ValueError, "n_bootstrap"),
+        (lambda w: rt.heldout_pairs(POOL, C4, 0, n_folds=3), ValueError, "n_folds"),
+        (lambda w: rt.heldout_attackers(POOL, C4, [0.1, 0.2], 0), ValueError, "equal lengths"),
+        (lambda w: rt.target_curve(POOL, C4, 4), ValueError, "t must be"),
+        (lambda w: rt.attacker_strength(np.full((2, 3), 0.5)), ValueError, "square"),
+        (lambda w: rt.split_advantage(POOL, np.full((3, 9), 0.7)), ValueError, "one row"),
+        (lambda w: rt.split_capability(np.full((3, 9), 0.7), [0]), ValueError, "subset"),
+        (lambda w: rt.curve_residuals(POOL, C4, np.full((3, 1), 0.5), [1.0]), ValueError,
+         "asr_new"),
+        (lambda w: rt.world_stats(0, 11, 3, 10, 10), ValueError, "n_ladder"),
+        (lambda w: rt.load_mmlu_pro("/nonexistent.csv"), ValueError, "does not exist"),
     ],
 )  # fmt: skip
-def test_bad_input_raises(world, call, match):
-    with pytest.raises(ValueError, match=match):
+def test_bad_input_raises(world, call, error, match):
+    with pytest.raises(error, match=match):
         call(world)
