@@ -1,36 +1,50 @@
-# Scaling, Reproduced: one target per job. `make test` and `make book` create .venv on first use.
-PY      := .venv/bin/python
-STAMP   := .venv/.installed
-# The execution cache keys on notebook code only, so it is wiped whenever lib/ or the pins change.
-LIBSTAMP := _build/.lib-stamp
+# Scaling, Reproduced: one target per job. Every target creates .venv on first use.
+PY    := .venv/bin/python
+STAMP := .venv/.installed
+BUILD := .venv/bin/jupyter-book build . --warningiserror --keep-going
 
-.PHONY: test book full lab clean
+.PHONY: test lint format book full lab clean
+# Notebooks' code cells are linted as notebooks: Jupytext hands ruff an .ipynb view of each one.
+NOTEBOOKS := $(wildcard notebooks/*.md) book/scorecard.md
+RUFF      := $(CURDIR)/.venv/bin/ruff
+RUFFCFG   := --config $(CURDIR)/pyproject.toml
+NBRUFF    := .venv/bin/jupytext --quiet --pipe-fmt ipynb
 
+LABSET := .venv/share/jupyter/lab/settings/overrides.json
 $(STAMP): requirements.txt pyproject.toml
 	python3 -m venv .venv
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
+	mkdir -p $(dir $(LABSET))  # JupyterLab opens MyST .md chapters as notebooks (Jupytext)
+	echo '{"@jupyterlab/docmanager-extension:plugin": {"defaultViewers": {"markdown": "Jupytext Notebook", "myst": "Jupytext Notebook"}}}' > $(LABSET)
 	touch $(STAMP)
 
-test: $(STAMP)  ## unit tests of lib/, then every chapter under nbval
+lint: $(STAMP)  ## style first, it takes seconds: ruff on lib/, tests/ and the notebooks' code
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(NBRUFF) --check "$(RUFF) check $(RUFFCFG) --output-format concise {}" $(NOTEBOOKS)
+	$(NBRUFF) --check "$(RUFF) format --check $(RUFFCFG) {}" $(NOTEBOOKS)
+
+format: $(STAMP)  ## apply ruff's formatting everywhere, the notebooks' code cells included
+	$(PY) -m ruff check --fix-only --quiet .
+	$(PY) -m ruff format .
+	$(NBRUFF) --pipe "$(RUFF) check --fix-only --quiet $(RUFFCFG) {}" $(NOTEBOOKS)
+	$(NBRUFF) --pipe "$(RUFF) format --quiet $(RUFFCFG) {}" $(NOTEBOOKS)
+
+test: lint  ## lib's unit tests, every chapter under nbval, then the book from those executions
 	$(PY) -m pytest
+	$(BUILD)
+	$(PY) -m pytest -m browser tests/test_book_pages.py tests/test_lab.py
+
+book: $(STAMP)  ## the HTML book in _build/html; reuses the executions of the last `make test`
+	$(PY) -m tests.harness prepare-cache
+	$(BUILD)
 
 full: $(STAMP)  ## the larger REPRO_SCALE=full sweeps (hours on a CPU)
 	REPRO_SCALE=full $(PY) -m pytest notebooks book
 
-$(LIBSTAMP): $(STAMP) $(wildcard lib/*.py) requirements.txt
-	rm -rf _build/.jupyter_cache
-	mkdir -p _build && touch $(LIBSTAMP)
-
-book: $(STAMP) $(LIBSTAMP)  ## execute every chapter (cached) and build the HTML into _build/html
-	.venv/bin/jupyter-book build . --warningiserror --keep-going
-
-LABSET := .venv/share/jupyter/lab/settings/overrides.json
-lab: $(STAMP)  ## open the chapters in JupyterLab (MyST .md files open as notebooks)
-	test -x .venv/bin/jupyter-lab || $(PY) -m pip install --quiet jupyterlab==4.6.6
-	mkdir -p $(dir $(LABSET))
-	echo '{"@jupyterlab/docmanager-extension:plugin": {"defaultViewers": {"markdown": "Jupytext Notebook", "myst": "Jupytext Notebook"}}}' > $(LABSET)
-	.venv/bin/jupyter lab notebooks
+lab: $(STAMP)  ## open the chapters in JupyterLab; it prints the address to open
+	.venv/bin/jupyter lab --no-browser notebooks $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 clean:
 	rm -rf _build .venv

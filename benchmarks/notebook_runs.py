@@ -74,7 +74,7 @@ class _CpuSampler(threading.Thread):
         for proc in procs:
             try:
                 t = proc.cpu_times()
-                self.seen[proc.pid] = t.user + t.system + t.children_user + t.children_system
+                self.seen[proc.pid] = t.user + t.system  # children are sampled themselves
             except psutil.NoSuchProcess:
                 pass
 

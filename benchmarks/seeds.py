@@ -45,6 +45,7 @@ def main() -> int:
                 env = {"REPRO_SEED": str(seed), "REPRO_RESULTS_DIR": results}
                 run = execute(path, env, timeout_s=10 * 1800)
                 table[seed] = verdicts(Path(results), path.stem, seed, scale)
+                stable &= run.error is None  # a crash after finish() still saved a summary
                 notes.append(
                     f"seed {seed}: {run.wall_s:.0f} s" + (f", {run.error}" if run.error else "")
                 )

@@ -299,7 +299,9 @@ class ClaimChecks:
         if outcomes[k] == "inconclusive":
             detectable = (q + q_power) * float(se[k])
             effect = min(abs(predicted[k] - low[k]), abs(predicted[k] - high[k]))
-            needed = math.ceil(n_rep * (detectable / effect) ** 2)
+            # Replicates that bring the detectable effect under the predicted one; when it is
+            # already under (an unlucky draw), at least twice as many as were run.
+            needed = max(math.ceil(n_rep * (detectable / effect) ** 2), 2 * n_rep)
         how = f"95% t-interval over {n_rep} replicates"
         if settings > 1:
             criterion += f", each of {settings} settings"

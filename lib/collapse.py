@@ -1,374 +1,450 @@
-"""Loss-curve collapse (Bergsma et al. 2025): AdamW timescale, normalised curves, detector.
+"""Loss-curve collapse (Bergsma et al. 2025): AdamW timescale, a toy LM family, collapse tools.
 
-The AdamW timescale as a fraction of training is tau = B / (eta * lambda * D) = 1 / (eta *
-lambda * T) with T = D / B steps (Bergsma et al. 2025, Sec. 2; Wang & Aitchison 2024). A
-family of sizes trained at a fixed tokens-per-parameter ratio with tau fixed should have
-normalised curves ell(t/T) = L(t) / L(T) that fall on one universal curve; this module measures
-how far they fall apart (`spread`), predicts L(T) from a prefix by aligning it with the
-universal curve, and flags runs that leave it (`detect`).
+The AdamW timescale as a fraction of training is tau = 1 / (eta * lambda * T) = B / (eta *
+lambda * D), with T = D / B steps (Bergsma et al. 2025, Sec. 2; Wang & Aitchison 2024). A
+family of sizes trained at a fixed tokens-per-parameter ratio (TPP) with tau fixed should
+have normalised curves ell(t/T) = L(t) / L(T) that fall on one universal curve. This module
+trains such a family exactly and cheaply (`Recipe`, `train_runs`), fits its scaling law with
+the exact floor to find the compute-optimal TPP (`fit_reducible_law`), measures how far curves
+fall apart against seed noise (`area_contrast`, `shape_variances`, `spread`), predicts L(T)
+from a prefix by aligning it with the universal curve (`align_final_loss`), and flags runs
+that leave it (`detect`).
 
-The toy source is a Markov chain read through windows of S + 1 tokens. Its window
-distribution is enumerated exactly (`window_distribution`), so the population loss of a model
-is one forward pass (`population_loss`) with no evaluation noise, and the Bayes floor is exact.
+The toy: contexts c = (c1, c2) of two tokens drawn from a Zipf law, next token y from a
+sparse random table P(y | c) (`make_source`). Every (c, y) pair is enumerated with its
+probability, so the population loss of a model is one forward pass over all V**2 contexts,
+with no evaluation noise, and the floor H is exact. The model is a two-hidden-layer ReLU MLP
+of width n on the one-hot pair (`count_params`), trained by AdamW with muP-style rates
+(`layer_rates`) on fresh samples, one pass, linear warmup then linear decay to zero.
+
+Why numpy and not torch: the models have 10^3-10^4 parameters, so torch's per-operation
+overhead and its seconds-long import in every worker would dominate. Stacking K runs of one
+width into batched matrix products (`train_stack`) trains every replicate of a configuration
+at once; the gradients and the AdamW step are checked against torch in the tests.
 Used by chapter 6.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from lib.fit import as_array
-from lib.synth import MarkovChain
+from lib import validate
 
-# Learning-rate schedules a Run may use (the shapes of `lib.train.lr_at`, all to zero).
-SCHEDULES = ("linear", "constant", "wsd")
 # Power Lines (Bergsma et al. 2025b, arXiv:2505.13738) fit of the optimal timescale:
 # tau_opt(TPP) = C * TPP^(-exponent).
 BERGSMA2025_POWERLINES = {"C": 1.084, "exponent": 0.527}
-# Power Lines' optimal batch size grows as B_opt ~ D^0.38 (Bergsma et al. 2025b).
-BERGSMA2025_B_EXPONENT = 0.38
-
-
-def _positive(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{name}={value!r} must be a positive number")
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name}={value!r} must be finite and > 0")
-    return float(value)
+BERGSMA2025_B_EXPONENT = 0.38  # Power Lines: the optimal batch grows as B_opt ~ D^0.38
+LAYERS = ("input", "hidden", "readout")  # the decayed weight matrices, in forward order
+ADAM_BETAS = (0.9, 0.95)  # AdamW moment decays (the usual LLM choice)
+ADAM_EPS = 1e-8
+WARMUP_FRAC = 0.02  # linear warmup over this fraction of steps, then linear decay to zero
 
 
 # ----------------------------------------------------------------------------- timescale
-
-
-def tau_from_weight_decay(eta: float, lam: float, T: float) -> float:
+def tau_from_weight_decay(eta: float, lam: float, T: int) -> float:
     """AdamW timescale as a fraction of training: tau = 1 / (eta * lam * T) = B / (eta lam D)."""
-    return 1.0 / (_positive("eta", eta) * _positive("lam", lam) * _positive("T", T))
+    eta = validate.real("eta", eta, low=0, low_open=True)
+    lam = validate.real("lam", lam, low=0, low_open=True)
+    return 1.0 / (eta * lam * validate.integer("T", T, minimum=1))
 
 
-def weight_decay_from_tau(eta: float, tau: float, T: float) -> float:
+def weight_decay_from_tau(eta: float, tau: float, T: int) -> float:
     """The decay lambda that gives timescale tau: lambda = 1 / (eta * tau * T) (T in steps)."""
-    return 1.0 / (_positive("eta", eta) * _positive("tau", tau) * _positive("T", T))
+    eta = validate.real("eta", eta, low=0, low_open=True)
+    tau = validate.real("tau", tau, low=0, low_open=True)
+    return 1.0 / (eta * tau * validate.integer("T", T, minimum=1))
 
 
 def tau_opt_power_lines(TPP: float) -> float:
     """Power Lines' optimal timescale tau_opt = 1.084 * TPP^-0.527 (Bergsma et al. 2025b)."""
     c = BERGSMA2025_POWERLINES
-    return c["C"] * _positive("TPP", TPP) ** (-c["exponent"])
+    return c["C"] * validate.real("TPP", TPP, low=0, low_open=True) ** (-c["exponent"])
 
 
-def mup_groups(
-    model, eta: float, d_base: int, tau: float, T: int, lam: tuple[float, float] | None = None
-) -> list[dict]:
-    """muP-style AdamW groups for `lib.lm.TransformerLM`, each with timescale tau.
-
-    Embeddings (tied readout) get lr eta; hidden matrices lr eta * d_base / d_model (muP's
-    1/width for Adam); norm gains lr eta and no decay. Every decayed group gets lambda = 1 /
-    (lr * tau * T), unless lam = (lambda_embedding, lambda_hidden) freezes the decays.
-    """
-    _positive("eta", eta), _positive("tau", tau), _positive("T", T), _positive("d_base", d_base)
-    if lam is not None and (len(lam) != 2 or not all(v >= 0 for v in lam)):
-        raise ValueError(f"lam={lam!r} must be None or (lambda_embedding, lambda_hidden) >= 0")
-    eta_h = eta * d_base / model.cfg.d_model
-    emb, hidden, gains = [], [], []
-    for name, p in model.named_parameters():
-        (gains if p.dim() < 2 else emb if name.endswith("emb.weight") else hidden).append(p)
-    lam_e, lam_h = (
-        lam
-        if lam is not None
-        else (weight_decay_from_tau(eta, tau, T), weight_decay_from_tau(eta_h, tau, T))
+def tau_at_tpp(tau_ref: float, TPP_ref: float, TPP: float) -> float:
+    """Carry a timescale calibrated at TPP_ref to TPP with Power Lines' slope: tau ~ TPP^-0.527."""
+    tau_ref = validate.real("tau_ref", tau_ref, low=0, low_open=True)
+    ratio = validate.real("TPP", TPP, low=0, low_open=True) / validate.real(
+        "TPP_ref", TPP_ref, low=0, low_open=True
     )
-    return [
-        {"params": emb, "lr": eta, "weight_decay": lam_e, "name": "embedding"},
-        {"params": hidden, "lr": eta_h, "weight_decay": lam_h, "name": "hidden"},
-        {"params": gains, "lr": eta, "weight_decay": 0.0, "name": "gains"},
-    ]
+    return tau_ref * ratio ** (-BERGSMA2025_POWERLINES["exponent"])
 
 
-def group_timescales(groups: list[dict], T: int) -> dict[str, float]:
-    """Recover tau = 1 / (lr * lambda * T) of every decayed group (name -> tau)."""
-    _positive("T", T)
-    return {
-        g["name"]: tau_from_weight_decay(g["lr"], g["weight_decay"], T)
-        for g in groups
-        if g["weight_decay"] > 0
-    }
+# ----------------------------------------------------------------------------- the source
+@dataclass(frozen=True, eq=False)
+class Source:
+    """A Zipf-context source over V tokens: every (context, next token) pair and its law.
 
-
-# ----------------------------------------------------------------------------- exact source
-
-
-def window_distribution(chain: MarkovChain, S: int) -> tuple[np.ndarray, np.ndarray]:
-    """Every window of S + 1 tokens with P > 0 under the stationary chain, and its probability.
-
-    Returns windows (M, S + 1) int64 and probs (M,) summing to 1. Needs S + 1 >= order.
-    P(x_0..x_S) = pi(x_0..x_{k-1}) * prod_t P(x_t | x_{t-k..t-1}).
+    context (M,) int in [0, V**2) with c = c1 * V + c2; token (M,) int in [0, V); prob (M,)
+    the joint probability P(c) P(y | c), summing to 1.
     """
-    if not isinstance(chain, MarkovChain):
-        raise ValueError(f"chain={chain!r} must be a lib.synth.MarkovChain")
-    k, V = chain.order, chain.vocab_size
-    if not isinstance(S, int) or S + 1 < k:
-        raise ValueError(f"S={S!r} must be an integer with S + 1 >= order={k}")
-    states = np.flatnonzero(chain.stationary > 0)
-    windows = np.stack([(states // V ** (k - 1 - i)) % V for i in range(k)], axis=1)
-    probs = chain.stationary[states]
-    for _ in range(S + 1 - k):
-        state = (windows[:, -k:] * V ** np.arange(k - 1, -1, -1)).sum(axis=1)
-        p_next = chain.next_probs[state]  # (M, V)
-        rows, y = np.nonzero(p_next)
-        windows = np.concatenate([windows[rows], y[:, None]], axis=1)
-        probs = probs[rows] * p_next[rows, y]
-    return windows.astype(np.int64), probs / probs.sum()
+
+    V: int
+    context: np.ndarray
+    token: np.ndarray
+    prob: np.ndarray
+
+    @property
+    def entropy(self) -> float:
+        """The exact loss floor H = -sum_{c,y} P(c, y) ln P(y | c) (nats/token)."""
+        p_c = np.bincount(self.context, weights=self.prob, minlength=self.V**2)
+        return float(-(self.prob * np.log(self.prob / p_c[self.context])).sum())
 
 
-def zipf_context_windows(
-    V: int, s: float, n_support: int, alpha: float, seed: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """A "Zipf-context" source: windows (c1, c2, y) and their exact probabilities.
+def make_source(V: int, s: float, n_support: int, alpha: float, seed: int) -> Source:
+    """Contexts from a Zipf law P(c) ~ rank(c)^-s (ranks shuffled); y from a sparse table.
 
-    The V**2 two-token contexts c = (c1, c2) are drawn from a Zipf law p_c ~ rank(c)^-s (ranks
-    randomly assigned); y follows P(y | c) = next_probs of `lib.synth.random_chain(V, order=2,
-    n_support, alpha)`. Rare contexts are learned late and need capacity, so the loss falls
-    as a power law in both model size and data. Returns windows (M, 3) int64 and probs (M,).
+    Each context allows n_support next tokens with Dir(alpha) probabilities. Rare contexts are
+    seen late and need capacity, so the loss falls as a power law in both N and D.
     """
-    from lib.synth import random_chain
-
-    _positive("s", s)
-    chain = random_chain(V, order=2, n_support=n_support, alpha=alpha, seed=seed)
-    rank = np.random.default_rng(seed).permutation(V * V) + 1
-    p_c = rank.astype(np.float64) ** (-s)
-    c, y = np.nonzero(chain.next_probs)  # state c = c1 * V + c2
-    windows = np.stack([c // V, c % V, y], axis=1).astype(np.int64)
-    probs = p_c[c] * chain.next_probs[c, y]
-    return windows, probs / probs.sum()
-
-
-def bayes_loss(windows: np.ndarray, probs: np.ndarray) -> float:
-    """Exact floor of the loss averaged over the S positions: mean_i H(x_{i+1} | x_0..x_i).
-
-    Conditional entropy from the window law: H(x_{i+1} | prefix) = H(x_0..x_{i+1}) - H(x_0..x_i).
-    """
-    W = np.asarray(windows)
-    p = as_array("probs", probs, ndim=1)
-    if W.ndim != 2 or W.shape[0] != p.shape[0] or W.shape[1] < 2:
-        raise ValueError(f"windows (M, S+1) and probs (M,) disagree: {W.shape}, {p.shape}")
-
-    def joint_entropy(cols: int) -> float:
-        _, inv = np.unique(W[:, :cols], axis=0, return_inverse=True)
-        q = np.bincount(inv.ravel(), weights=p)
-        return float(-(q[q > 0] * np.log(q[q > 0])).sum())
-
-    H = [joint_entropy(c) for c in range(1, W.shape[1] + 1)]
-    return float(np.mean(np.diff(H)))
+    V = validate.integer("V", V, minimum=2)
+    s = validate.real("s", s, low=0, low_open=True)
+    n_support = validate.integer("n_support", n_support, minimum=1, maximum=V)
+    alpha = validate.real("alpha", alpha, low=0, low_open=True)
+    rng = np.random.default_rng(validate.integer("seed", seed, minimum=0))
+    p_c = (rng.permutation(V * V) + 1.0) ** (-s)
+    support = np.argsort(rng.random((V * V, V)), axis=1)[:, :n_support]  # (V^2, n_support)
+    p_y = rng.dirichlet(np.full(n_support, alpha), size=V * V)
+    keep = p_y > 0  # a Dirichlet draw can underflow to an exact zero
+    context = np.broadcast_to(np.arange(V * V)[:, None], support.shape)[keep]
+    prob = (p_c[:, None] * p_y)[keep]
+    return Source(V, context, support[keep], prob / prob.sum())
 
 
-def population_loss(model, windows, probs) -> float:
-    """Exact expected next-token loss (nats/token) of `model` over the window law.
-
-    L = sum_w P(w) * mean_i -ln q(w_{i+1} | w_0..w_i); windows (M, S+1) torch int64,
-    probs (M,) torch float64. One forward pass, no sampling.
-    """
-    import torch
-    import torch.nn.functional as F
-
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        logits, _ = model(windows[:, :-1])  # (M, S, V)
-        nll = F.cross_entropy(logits.transpose(1, 2), windows[:, 1:], reduction="none")
-    model.train(was_training)
-    return float((nll.mean(dim=1).double() * probs).sum())
+# ----------------------------------------------------------------------------- the model
+def count_params(width: int, V: int) -> int:
+    """N of the MLP: input 2V x n, hidden n x n, readout n x V, readout bias V."""
+    n = validate.integer("width", width, minimum=1)
+    V = validate.integer("V", V, minimum=2)
+    return 2 * V * n + n * n + n * V + V
 
 
-# ----------------------------------------------------------------------------- training runs
+def layer_rates(eta: float, width: int, base_width: int) -> dict[str, float]:
+    """muP-style Adam rates: eta for the input layer (fixed fan-in), eta * n0 / n for the
+    hidden and readout matrices (fan-in n), with n0 the base width where all rates are eta."""
+    eta = validate.real("eta", eta, low=0, low_open=True)
+    ratio = validate.integer("base_width", base_width, minimum=1) / validate.integer(
+        "width", width, minimum=1
+    )
+    return {"input": eta, "hidden": eta * ratio, "readout": eta * ratio}
 
 
 @dataclass(frozen=True)
 class Run:
-    """One training run of the toy family: width d, T steps of B windows, peak rate eta.
+    """One training run: width n, T steps of B samples, peak rate eta, timescale tau.
 
-    tau sets every group's decay (see `mup_groups`) unless lam freezes it. schedule: 'linear'
-    (warmup then linear decay to zero), 'constant', or 'wsd' (constant, then linear to zero
-    over the last decay_frac of steps). From t/T = fault_at on, a fraction
-    fault_frac of the training labels is replaced by uniform random tokens (a data bug).
+    Every layer's decay is lambda_l = 1 / (lr_l * tau * T), so all share timescale tau, unless
+    `lam` freezes the decays ((input, hidden, readout) values). From t/T = fault_at on, a
+    fraction fault_frac of the labels is replaced by uniform tokens (a data bug). The seed
+    sets the initialisation, the data stream and the fault, each from its own stream.
     """
 
-    d_model: int
+    width: int
     T: int
     B: int
     eta: float
     tau: float
     seed: int = 0
-    lam: tuple[float, float] | None = None
-    schedule: str = "linear"
-    decay_frac: float = 0.2
-    warmup_frac: float = 0.02
+    lam: tuple[float, float, float] | None = None
     fault_at: float | None = None
     fault_frac: float = 0.0
     n_eval: int = 20
+    base_width: int = 8
 
     def __post_init__(self) -> None:
-        for name in ("d_model", "T", "B", "n_eval"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or v <= 0:
-                raise ValueError(f"{name}={v!r} must be a positive integer")
+        for name in ("width", "T", "B", "n_eval", "base_width"):
+            validate.integer(name, getattr(self, name), minimum=1)
+        validate.integer("seed", self.seed, minimum=0)
         if self.T < self.n_eval:
-            raise ValueError(f"T={self.T} must be >= n_eval={self.n_eval}")
-        if self.d_model % 2:
-            raise ValueError(f"d_model={self.d_model} must be even (2 attention heads)")
-        _positive("eta", self.eta), _positive("tau", self.tau)
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"schedule={self.schedule!r} must be one of {SCHEDULES}")
-        if not 0 < self.decay_frac <= 1:
-            raise ValueError(f"decay_frac={self.decay_frac!r} must be in (0, 1]")
-        if self.fault_at is not None and not 0 < self.fault_at < 1:
-            raise ValueError(f"fault_at={self.fault_at!r} must be None or in (0, 1)")
-        if not 0 <= self.fault_frac <= 1:
-            raise ValueError(f"fault_frac={self.fault_frac!r} must be in [0, 1]")
+            raise ValueError(f"T={self.T} must be >= n_eval={self.n_eval}; pass more steps")
+        validate.real("eta", self.eta, low=0, low_open=True)
+        validate.real("tau", self.tau, low=0, low_open=True)
+        if self.lam is not None:
+            if not isinstance(self.lam, tuple) or len(self.lam) != len(LAYERS):
+                raise TypeError(f"lam must be None or a tuple of 3 decays, got {self.lam!r}")
+            for layer, value in zip(LAYERS, self.lam, strict=True):
+                validate.real(f"lam[{layer}]", value, low=0)
+        if self.fault_at is not None:
+            validate.real("fault_at", self.fault_at, low=0, high=1, low_open=True, high_open=True)
+        validate.probability("fault_frac", self.fault_frac)
+
+    def rates(self) -> dict[str, float]:
+        """Peak Adam rate of each layer (see `layer_rates`)."""
+        return layer_rates(self.eta, self.width, self.base_width)
+
+    def decays(self) -> dict[str, float]:
+        """Decoupled weight decay of each layer: frozen values, or 1 / (lr_l * tau * T)."""
+        if self.lam is not None:
+            return dict(zip(LAYERS, map(float, self.lam), strict=True))
+        return {k: weight_decay_from_tau(lr, self.tau, self.T) for k, lr in self.rates().items()}
+
+    def timescales(self) -> dict[str, float]:
+        """Each layer's timescale 1 / (lr_l * lambda_l * T) (inf where lambda_l = 0)."""
+        lam, lr = self.decays(), self.rates()
+        return {k: 1 / (lr[k] * lam[k] * self.T) if lam[k] > 0 else math.inf for k in LAYERS}
 
 
-@dataclass(frozen=True)
-class Curve:
-    """A run's exact population-loss curve L (n_eval,) at fractions t_hat = t / T (n_eval,)."""
-
-    run: Run
-    N: int
-    t_hat: np.ndarray
-    L: np.ndarray
-    taus: dict
-    S: int
-
-    @property
-    def D(self) -> int:
-        """Training tokens D = T * B * S (S predicted tokens per window)."""
-        return self.run.T * self.run.B * self.S
+# ----------------------------------------------------------------------------- training
+def _one_hot(x: np.ndarray, V: int) -> np.ndarray:
+    """Inputs (K, M, 2V) for contexts x (K, M): one-hot c1 in the first V, c2 in the last V."""
+    K, M = x.shape
+    out = np.zeros((K, M, 2 * V))
+    k, m = np.arange(K)[:, None], np.arange(M)[None, :]
+    out[k, m, x // V] = 1.0
+    out[k, m, V + x % V] = 1.0
+    return out
 
 
-def toy_config(d_model: int, vocab_size: int, S: int):
-    """One-layer, two-head `LMConfig` of width d_model with a SwiGLU MLP of width 2 d_model."""
-    from lib.lm import LMConfig
+def _forward(params: list[np.ndarray], x: np.ndarray, V: int):
+    """Hidden activations and logits of the stacked MLP for contexts x (K, M): z (K, M, V).
 
-    return LMConfig(
-        vocab_size=vocab_size,
-        d_model=d_model,
-        n_layers=1,
-        n_heads=2,
-        n_kv_heads=2,
-        d_ff=2 * d_model,
-        max_seq_len=S,
-    )
-
-
-def plan_steps(N: int, TPP: float, S: int, B_ref: int, D_ref: float) -> tuple[int, int]:
-    """(T, B) for D = TPP * N tokens with B = B_ref (D / D_ref)^0.38 windows (Power Lines B_opt).
-
-    T = round(D / (B S)) steps of B windows of S predicted tokens.
+    The one-hot input layer is a sum of two rows of W1 (c1's and V + c2's), gathered directly.
     """
-    D = _positive("TPP", TPP) * _positive("N", N)
-    B = max(
-        1,
-        round(
-            _positive("B_ref", B_ref) * (D / _positive("D_ref", D_ref)) ** BERGSMA2025_B_EXPONENT
-        ),
-    )
-    return max(1, round(D / (B * _positive("S", S)))), B
+    W1, W2, W3, b = params
+    k = np.arange(len(x))[:, None]
+    h1 = np.maximum(W1[k, x // V] + W1[k, V + x % V], 0.0)  # (K, M, n)
+    h2 = np.maximum(h1 @ W2, 0.0)
+    return h1, h2, h2 @ W3 + b[:, None, :]
 
 
-def train_curve(
-    run: Run, windows: np.ndarray, probs: np.ndarray, vocab_size: int, d_base: int
-) -> Curve:
-    """Train `toy_config(run.d_model)` with `lib.train.train` on fresh windows; muP AdamW groups.
+def _log_softmax(z: np.ndarray) -> np.ndarray:
+    z = z - z.max(axis=-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
 
-    Each step draws B windows i.i.d. from the exact window law (single pass, fresh data); a
-    callback records the exact population loss at t_hat = 1/n_eval, 2/n_eval, ..., 1. No
-    gradient clipping, so AdamW's update and decay alone set the timescale tau.
+
+def _gradients(params: list[np.ndarray], x: np.ndarray, y: np.ndarray) -> list[np.ndarray]:
+    """Gradients of the mean cross-entropy of each stacked model (backpropagation by hand).
+
+    params: [W1 (K, 2V, n), W2 (K, n, n), W3 (K, n, V), b (K, V)]; contexts x and labels y
+    (K, B).
     """
-    import torch
-
-    from lib.train import TrainConfig, train
-
-    S = windows.shape[1] - 1
-    W, P = torch.as_tensor(windows), torch.as_tensor(probs)
-    fault_step = run.T + 1 if run.fault_at is None else round(run.fault_at * run.T)
-    eval_at = {max(1, round(j * run.T / run.n_eval)): j - 1 for j in range(1, run.n_eval + 1)}
-    L, groups = np.empty(run.n_eval), []
-
-    def batch_fn(step: int, gen: torch.Generator):
-        w = W[torch.multinomial(P, run.B, replacement=True, generator=gen)]  # (B, S+1)
-        x, y = w[:, :-1], w[:, 1:].clone()
-        if step >= fault_step:  # the data bug: some labels become uniform noise
-            bad = torch.rand(y.shape, generator=gen) < run.fault_frac
-            y[bad] = torch.randint(vocab_size, (int(bad.sum()),), generator=gen)
-        return x, y
-
-    def record(done: int, model) -> None:
-        if done in eval_at:
-            L[eval_at[done]] = population_loss(model, W, P)
-
-    def param_groups(model) -> list[dict]:
-        groups.extend(mup_groups(model, run.eta, d_base, run.tau, run.T, run.lam))
-        return [dict(g) for g in groups]  # copies: the optimizer rewrites each group's lr
-
-    cfg = TrainConfig(
-        steps=run.T, batch_size=run.B, seq_len=S, lr=run.eta, weight_decay=0.0,
-        warmup_steps=max(1, round(run.warmup_frac * run.T)), schedule=run.schedule,
-        decay_frac=run.decay_frac, min_lr_ratio=0.0, grad_clip=0.0, seed=run.seed,
-        data_seed=10_000 + run.seed,
-    )  # fmt: skip
-    res = train(toy_config(run.d_model, vocab_size, S), cfg, None, param_groups=param_groups,
-                batch_fn=batch_fn, callback=record)  # fmt: skip
-    t_hat = np.arange(1, run.n_eval + 1) / run.n_eval
-    return Curve(run, res.params.total, t_hat, L, group_timescales(groups, run.T), S)
+    W1, W2, W3, _ = params
+    K, B = y.shape
+    h1, h2, z = _forward(params, x, len(W1[0]) // 2)
+    dz = np.exp(z - z.max(axis=-1, keepdims=True))
+    dz /= dz.sum(axis=-1, keepdims=True)  # softmax - onehot(y) is d(-ln q_y)/dz
+    dz[np.arange(K)[:, None], np.arange(B)[None, :], y] -= 1.0
+    dz /= B
+    dh2 = (dz @ W3.transpose(0, 2, 1)) * (h2 > 0)
+    dh1 = (dh2 @ W2.transpose(0, 2, 1)) * (h1 > 0)
+    X = _one_hot(x, len(W1[0]) // 2)  # (K, B, 2V): the input layer's gradient is X^T dh1
+    T = (0, 2, 1)
+    return [X.transpose(T) @ dh1, h1.transpose(T) @ dh2, h2.transpose(T) @ dz, dz.sum(axis=1)]
 
 
-def train_curves(
-    runs: list[Run],
-    windows: np.ndarray,
-    probs: np.ndarray,
-    vocab_size: int,
-    d_base: int,
-    desc: str = "runs",
-) -> list[Curve]:
-    """`train_curve` for every run in order, with a tqdm progress bar."""
-    from tqdm.auto import tqdm
+def _population_loss(params: list[np.ndarray], source: Source) -> np.ndarray:
+    """Exact expected loss of each stacked model, L_k = -sum_{c,y} P(c, y) ln q_k(y | c) (K,)."""
+    x = np.broadcast_to(np.arange(source.V**2), (len(params[0]), source.V**2))
+    logq = _log_softmax(_forward(params, x, source.V)[2])  # (K, V^2, V)
+    return -(logq[:, source.context, source.token] * source.prob).sum(axis=1)
 
-    if not runs or not all(isinstance(r, Run) for r in runs):
-        raise ValueError(f"runs must be a non-empty list of Run, got {runs!r}")
+
+def _init_params(width: int, V: int, seed: int) -> list[np.ndarray]:
+    """muP-style initialisation: input N(0, 1), hidden N(0, 1/n), readout and bias zero."""
+    rng = np.random.default_rng([seed, 0])
+    n = width
+    return [rng.standard_normal((2 * V, n)), rng.standard_normal((n, n)) / math.sqrt(n),
+            np.zeros((n, V)), np.zeros(V)]  # fmt: skip
+
+
+def _sample_data(run: Run, source: Source) -> tuple[np.ndarray, np.ndarray]:
+    """The run's fresh samples: contexts and labels (T, B), labels corrupted after the fault."""
+    cdf = np.cumsum(source.prob)
+    u = np.random.default_rng([run.seed, 1]).random(run.T * run.B)
+    i = np.minimum(np.searchsorted(cdf, u * cdf[-1], side="right"), len(cdf) - 1)
+    x, y = source.context[i].reshape(run.T, run.B), source.token[i].reshape(run.T, run.B)
+    if run.fault_at is not None and run.fault_frac > 0:
+        rng = np.random.default_rng([run.seed, 2])
+        start = round(run.fault_at * run.T)
+        bad = rng.random((run.T - start, run.B)) < run.fault_frac
+        y[start:][bad] = rng.integers(0, source.V, int(bad.sum()))
+    return x, y
+
+
+def _lr_factor(t: int, T: int) -> float:
+    """Schedule at step t (0-based): linear warmup over WARMUP_FRAC * T, linear decay to zero."""
+    w = max(1, round(WARMUP_FRAC * T))
+    return min((t + 1) / w, (T - t) / (T - w))
+
+
+def _adamw_step(theta, g, m, v, lr, lam, step: int) -> None:
+    """One in-place AdamW step in torch.optim.AdamW's order (decay first, then the Adam move):
+    theta <- theta (1 - lr lam) - lr m_hat / (sqrt(v_hat) + eps); lr and lam broadcast."""
+    b1, b2 = ADAM_BETAS
+    m *= b1
+    m += (1 - b1) * g
+    v *= b2
+    v += (1 - b2) * g * g
+    theta *= 1 - lr * lam
+    theta -= lr / (1 - b1**step) * m / (np.sqrt(v / (1 - b2**step)) + ADAM_EPS)
+
+
+def _views(theta: np.ndarray, width: int, V: int) -> list[np.ndarray]:
+    """[W1 (K, 2V, n), W2 (K, n, n), W3 (K, n, V), b (K, V)] as views of flat theta (K, P)."""
+    shapes = [(2 * V, width), (width, width), (width, V), (V,)]
+    ends = np.cumsum([math.prod(s) for s in shapes])
     return [
-        train_curve(r, windows, probs, vocab_size, d_base)
-        for r in tqdm(runs, desc=desc, leave=False)
+        theta[:, e - math.prod(s) : e].reshape(-1, *s) for s, e in zip(shapes, ends, strict=True)
     ]
 
 
+def _per_weight(runs: list[Run], V: int, values) -> np.ndarray:
+    """A (K, P) array holding values(run)[layer] on every weight of that layer (bias: index 3)."""
+    n = runs[0].width
+    counts = [2 * V * n, n * n, n * V, V]
+    return np.stack([np.repeat(values(r), counts) for r in runs])
+
+
+def _check_runs(runs, source) -> None:
+    """A non-empty list of Run and a Source, else a clear error."""
+    if not isinstance(runs, list | tuple) or not runs:
+        raise TypeError(f"runs must be a non-empty list of Run, got {type(runs).__name__}")
+    if not all(isinstance(r, Run) for r in runs):
+        raise TypeError("runs must contain only Run objects (see Recipe.run)")
+    if not isinstance(source, Source):
+        raise TypeError(f"source must be a Source (see make_source), got {type(source).__name__}")
+
+
+def train_stack(runs: list[Run], source: Source) -> np.ndarray:
+    """Train runs of one width, T and B side by side; exact losses L (K, n_eval) at t/T = j/n_eval.
+
+    Each run keeps its own initialisation, data, rates and decays, so its curve does not
+    depend on the other runs of the stack. All weights live in one flat array per run, so
+    the AdamW step is a handful of array operations whatever the number of layers.
+    """
+    _check_runs(runs, source)
+    first = runs[0]
+    key = (first.width, first.T, first.B, first.n_eval, first.base_width)
+    if any((r.width, r.T, r.B, r.n_eval, r.base_width) != key for r in runs):
+        raise ValueError("a stack needs one width, T, B, n_eval and base_width; group the runs")
+    K, V, T = len(runs), source.V, first.T
+    theta = np.stack([np.concatenate([p.ravel() for p in _init_params(r.width, V, r.seed)])
+                      for r in runs])  # fmt: skip
+    params = _views(theta, first.width, V)
+    data = [_sample_data(r, source) for r in runs]
+    x, y = np.stack([d[0] for d in data], 1), np.stack([d[1] for d in data], 1)  # (T, K, B)
+    lr = _per_weight(runs, V, lambda r: [*r.rates().values(), r.eta])
+    lam = _per_weight(runs, V, lambda r: [*r.decays().values(), 0.0])
+    m, v = np.zeros_like(theta), np.zeros_like(theta)
+    checkpoints = {max(1, round(j * T / first.n_eval)): j for j in range(first.n_eval)}
+    L = np.empty((K, first.n_eval))
+    for t in range(T):
+        g = np.concatenate([g.reshape(K, -1) for g in _gradients(params, x[t], y[t])], axis=1)
+        _adamw_step(theta, g, m, v, _lr_factor(t, T) * lr, lam, t + 1)
+        if t + 1 in checkpoints:
+            L[:, checkpoints[t + 1]] = _population_loss(params, source)
+    if not np.all(np.isfinite(L)):
+        raise FloatingPointError(f"non-finite loss in a stack of width {first.width}: lower eta")
+    return L
+
+
+def train_runs(runs: list[Run], source: Source, desc: str | None = None, stack: int = 8):
+    """Exact loss curves L (len(runs), n_eval) of every run, in order, via `lib.runs.run_jobs`.
+
+    Runs sharing width, T and B are trained together in stacks of at most `stack` runs (one
+    job each), so replicates cost one batched pass instead of many small ones.
+    """
+    from lib.runs import run_jobs
+
+    _check_runs(runs, source)
+    stack = validate.integer("stack", stack, minimum=1)
+    if len({r.n_eval for r in runs}) > 1:
+        raise ValueError("every run must have the same n_eval (one curve length)")
+    groups: dict[tuple, list[int]] = {}
+    for i, r in enumerate(runs):
+        groups.setdefault((r.width, r.T, r.B, r.n_eval, r.base_width), []).append(i)
+    chunks = [idx[j : j + stack] for idx in groups.values() for j in range(0, len(idx), stack)]
+    chunks.sort(key=lambda c: -runs[c[0]].T * runs[c[0]].width * len(c))  # longest first
+    results = run_jobs(train_stack, [([runs[i] for i in c], source) for c in chunks], desc=desc)
+    L = np.empty((len(runs), runs[0].n_eval))
+    for c, res in zip(chunks, results, strict=True):
+        L[c] = res
+    return L
+
+
+def plan(width: int, V: int, TPP: float, B_ref: int, D_ref: float) -> tuple[int, int]:
+    """(T, B) for D = TPP * N samples with Power Lines' batch rule B = B_ref (D / D_ref)^0.38.
+
+    Bergsma et al. (2025b) find the optimal batch grows as D^0.38; T = round(D / B) steps.
+    """
+    D = validate.real("TPP", TPP, low=0, low_open=True) * count_params(width, V)
+    B_ref = validate.integer("B_ref", B_ref, minimum=1)
+    ratio = D / validate.real("D_ref", D_ref, low=0, low_open=True)
+    B = max(1, round(B_ref * ratio**BERGSMA2025_B_EXPONENT))
+    return max(1, round(D / B)), B
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """The family's fixed training recipe: vocabulary, Power Lines batch rule, muP base width.
+
+    `run` turns (width, TPP, eta, tau, seed) into a Run with D = TPP * N samples in T steps of
+    B = B_ref (D / D_ref)^0.38 samples (see `plan`).
+    """
+
+    V: int
+    B_ref: int
+    D_ref: float
+    base_width: int
+    n_eval: int = 20
+
+    def run(self, width: int, TPP: float, eta: float, tau: float, seed: int, **kw) -> Run:
+        T, B = plan(width, self.V, TPP, self.B_ref, self.D_ref)
+        return Run(width, T, B, eta, tau, seed, n_eval=self.n_eval, base_width=self.base_width,
+                   **kw)  # fmt: skip
+
+    def family(self, widths, tpps, taus, eta: float, seeds, **kw) -> list[Run]:
+        """Every width (with its own TPP and tau) times every replicate seed, width-major."""
+        n = validate.same_length(widths=list(widths), tpps=list(tpps), taus=list(taus))
+        if n < 1 or len(seeds) < 1:
+            raise ValueError("pass at least one width and one seed")
+        return [self.run(w, tpp, eta, tau, s, **kw)
+                for w, tpp, tau in zip(widths, tpps, taus, strict=True) for s in seeds]  # fmt: skip
+
+
 # ----------------------------------------------------------------------------- collapse
-
-
 def normalise(L, L_hat: float = 0.0) -> np.ndarray:
-    """ell(t_hat) = (L(t_hat T) - L_hat) / (L(T) - L_hat); L (..., n) with L[..., -1] = L(T).
+    """ell(t_hat) = (L(t_hat T) - L_hat) / (L(T) - L_hat); L (..., m) with L[..., -1] = L(T).
 
     L_hat = 0 divides by the final loss (Bergsma et al. 2025); L_hat = the loss floor gives
     Qiu et al. (2025)'s reducible-loss form.
     """
-    a = np.asarray(L, dtype=np.float64)
-    if a.ndim < 1 or a.shape[-1] < 2 or not np.all(np.isfinite(a)):
-        raise ValueError(f"L must be finite with at least 2 points on its last axis, got {a.shape}")
-    if not math.isfinite(L_hat) or np.any(a[..., -1] <= L_hat):
-        raise ValueError(f"L_hat={L_hat!r} must be finite and below every final loss")
+    a = validate.array("L", L, ndim=None, min_size=2)
+    L_hat = validate.real("L_hat", L_hat)
+    if a.ndim < 1 or a.shape[-1] < 2:
+        raise ValueError(f"L needs at least 2 points on its last axis, got shape {a.shape}")
+    if np.any(a[..., -1] <= L_hat):
+        raise ValueError(f"L_hat={L_hat!r} must lie below every final loss; pass e.g. 0")
     return (a - L_hat) / (a[..., -1:] - L_hat)
+
+
+def _curves(ell, t_hat, t_min: float, min_curves: int) -> tuple[np.ndarray, np.ndarray]:
+    """Validated curves (n, m) restricted to t_hat >= t_min."""
+    e = validate.array("ell", ell, ndim=2)
+    t = validate.array("t_hat", t_hat, ndim=1)
+    t_min = validate.real("t_min", t_min)
+    if e.shape[1] != t.shape[0] or e.shape[0] < min_curves:
+        raise ValueError(f"ell must be (n >= {min_curves} curves, len(t_hat)={t.shape[0]}), "
+                         f"got {e.shape}")  # fmt: skip
+    keep = t >= t_min
+    if not keep.any():
+        raise ValueError(f"t_min={t_min} leaves no points; use t_min <= {t.max()}")
+    return e[:, keep], t[keep]
 
 
 def spread(ell, t_hat, t_min: float = 0.1) -> float:
     """Mean over t_hat >= t_min of (max - min across curves) of normalised curves ell (n, m)."""
-    e = as_array("ell", ell, ndim=2)
-    t = as_array("t_hat", t_hat, ndim=1)
-    if e.shape[1] != t.shape[0] or e.shape[0] < 2:
-        raise ValueError(f"ell must be (n >= 2 curves, len(t_hat)={t.shape[0]}), got {e.shape}")
-    keep = t >= t_min
-    if not keep.any():
-        raise ValueError(f"t_min={t_min} leaves no points; use t_min <= {t.max()}")
-    return float(np.mean(e[:, keep].max(axis=0) - e[:, keep].min(axis=0)))
+    e, _ = _curves(ell, t_hat, t_min, 2)
+    return float(np.mean(e.max(axis=0) - e.min(axis=0)))
+
+
+def excess_area(ell, t_hat, t_min: float = 0.1) -> np.ndarray:
+    """Shape summary of each curve: mean over t_hat >= t_min of ell - 1 (n,); 0 when flat."""
+    e, _ = _curves(ell, t_hat, t_min, 1)
+    return e.mean(axis=1) - 1.0
 
 
 def align_final_loss(L_prefix, ell_prefix) -> float:
@@ -376,10 +452,9 @@ def align_final_loss(L_prefix, ell_prefix) -> float:
 
     Least squares in log space: ln c = mean(ln L(t_hat) - ln ell(t_hat)) over the prefix.
     """
-    L = as_array("L_prefix", L_prefix, ndim=1)
-    e = as_array("ell_prefix", ell_prefix, ndim=1)
-    if L.shape != e.shape or np.any(L <= 0) or np.any(e <= 0):
-        raise ValueError(f"L_prefix {L.shape} and ell_prefix {e.shape} must match and be > 0")
+    L = validate.array("L_prefix", L_prefix, positive=True)
+    e = validate.array("ell_prefix", ell_prefix, positive=True)
+    validate.same_length(L_prefix=L, ell_prefix=e)
     return float(np.exp(np.mean(np.log(L) - np.log(e))))
 
 
@@ -388,24 +463,24 @@ class Detection:
     """Detector output: L(T) estimated from the prefix, residual per point, first alarm."""
 
     L_T_hat: float
-    residual: np.ndarray  # (m,) L / L_T_hat - ell_bar; NaN where not monitored
+    residual: np.ndarray = field(repr=False)  # (m,) L / L_T_hat - ell_bar; NaN where unmonitored
     t_alarm: float  # first t_hat with |residual| > threshold; inf when never
 
 
 def detect(L, t_hat, ell_bar, t_fit: float, threshold: float) -> Detection:
     """Flag a run that leaves the universal curve ell_bar after the alignment window.
 
-    L(T) is estimated from the points with t_min_fit <= t_hat <= t_fit only (t_min_fit = 0.1),
-    then every later point is monitored: alarm when |L / L_T_hat - ell_bar| > threshold.
+    L(T) is estimated from the points with 0.1 <= t_hat <= t_fit only, then every later point
+    is monitored: alarm when |L / L_T_hat - ell_bar| > threshold.
     """
-    L, t, e = (
-        as_array(n, v, ndim=1) for n, v in (("L", L), ("t_hat", t_hat), ("ell_bar", ell_bar))
-    )
-    if not L.shape == t.shape == e.shape:
-        raise ValueError(f"L {L.shape}, t_hat {t.shape}, ell_bar {e.shape} must match")
-    _positive("threshold", threshold)
+    L = validate.array("L", L, positive=True)
+    t = validate.array("t_hat", t_hat)
+    e = validate.array("ell_bar", ell_bar, positive=True)
+    validate.same_length(L=L, t_hat=t, ell_bar=e)
+    t_fit = validate.real("t_fit", t_fit)
+    threshold = validate.real("threshold", threshold, low=0, low_open=True)
     fit = (t >= 0.1) & (t <= t_fit)
-    if fit.sum() < 1 or not (t > t_fit).any():
+    if not fit.any() or not (t > t_fit).any():
         raise ValueError(f"t_fit={t_fit} must leave points on both sides within [0.1, 1]")
     c = align_final_loss(L[fit], e[fit])
     r = np.where(t > t_fit, L / c - e, np.nan)
@@ -414,36 +489,109 @@ def detect(L, t_hat, ell_bar, t_fit: float, threshold: float) -> Detection:
 
 
 @dataclass(frozen=True)
-class Bracket:
-    """Where a grid's minimum sits: index of the lowest seed-mean loss, and what brackets it.
+class ReducibleLaw:
+    """L(N, D) = E + A / N^alpha + B / D^beta with the floor E known (Hoffmann et al. 2022)."""
 
-    ends_worse: the minimum is interior and both grid ends are worse by > z paired standard
-    errors (a minimum lies strictly inside the grid). neighbours_worse: the same for the two
-    adjacent grid values (the minimum is resolved at the grid's spacing).
+    E: float
+    A: float
+    B: float
+    alpha: float
+    beta: float
+    rms: float  # root-mean-square residual of ln(L - E)
+
+    def predict(self, N, D) -> np.ndarray:
+        N = validate.array("N", N, ndim=None, positive=True)
+        D = validate.array("D", D, ndim=None, positive=True)
+        return self.E + self.A / N**self.alpha + self.B / D**self.beta
+
+    def optimal_tpp(self, N: float) -> float:
+        """Compute-optimal tokens per parameter at size N under C = 6 N D.
+
+        Minimising L at fixed C gives alpha A N^-alpha = beta B D^-beta (Hoffmann et al.
+        2022, Eq. 4), so D_opt(N) = (beta B N^alpha / (alpha A))^(1 / beta) and TPP = D / N.
+        """
+        N = validate.real("N", N, low=0, low_open=True)
+        D = (self.beta * self.B * N**self.alpha / (self.alpha * self.A)) ** (1 / self.beta)
+        return float(D / N)
+
+
+def fit_reducible_law(N, D, L, E: float) -> ReducibleLaw:
+    """Fit ln(L - E) = ln(A N^-alpha + B D^-beta) by least squares, the floor E held fixed.
+
+    Our source's floor is exact (`Source.entropy`), so only the four reducible-loss parameters
+    are fitted (scipy least_squares from a few starts, in log-parameters).
     """
+    from scipy import optimize
 
-    index: int
-    ends_worse: bool
-    neighbours_worse: bool
+    N, D, L = (validate.array(k, v, positive=True) for k, v in (("N", N), ("D", D), ("L", L)))
+    if validate.same_length(N=N, D=D, L=L) < 5:
+        raise ValueError(f"need at least 5 (N, D, L) points for 4 parameters, got {len(N)}")
+    E = validate.real("E", E, low=0)
+    if np.any(L <= E):
+        raise ValueError(f"every loss must exceed the floor E={E:g}; got min L = {L.min():g}")
+
+    def residuals(p: np.ndarray) -> np.ndarray:
+        log_a, log_b, alpha, beta = p
+        return np.logaddexp(log_a - alpha * np.log(N), log_b - beta * np.log(D)) - np.log(L - E)
+
+    starts = [(a, b, al, be) for a in (0.0, 5.0) for b in (0.0, 5.0) for al in (0.3, 1.0)
+              for be in (0.3, 1.0)]  # fmt: skip
+    bounds = ([-20, -20, 0.01, 0.01], [40, 40, 3.0, 3.0])
+    best = min((optimize.least_squares(residuals, s, bounds=bounds) for s in starts),
+               key=lambda r: r.cost)  # fmt: skip
+    log_a, log_b, alpha, beta = best.x
+    rms = float(np.sqrt(np.mean(best.fun**2)))
+    return ReducibleLaw(
+        E, float(np.exp(log_a)), float(np.exp(log_b)), float(alpha), float(beta), rms
+    )
 
 
-def bracket_minimum(L, z: float = 2.0) -> Bracket:
-    """Locate the seed-mean minimum of L (n_seeds >= 2, n_grid >= 3) and test its brackets.
+def shape_variances(ell, t_hat, t_min: float = 0.1) -> tuple[float, float]:
+    """Systematic and seed variance of normalised curves ell (J configs, R replicates, m).
 
-    Row k holds seed k's final losses at every (sorted) grid value, so comparisons are paired:
-    value j is worse than the minimum i when mean_k(L_kj - L_ki) > z * sd_k(L_kj - L_ki) /
-    sqrt(n_seeds) (common random numbers remove the seed effect shared by all grid values).
+    Replicate r of every config shares a seed, so a two-way ANOVA (config x replicate) at each
+    t_hat separates the variance of the configs' true curves, V_sys = (MS_config -
+    MS_residual) / R, from the single-run seed variance V_seed = mean_j var_r(ell_jr). Both
+    are averaged over t_hat >= t_min.
     """
-    a = as_array("L", L, ndim=2)
-    if a.shape[0] < 2 or a.shape[1] < 3:
-        raise ValueError(f"L must be (n_seeds >= 2, n_grid >= 3), got shape {a.shape}")
-    _positive("z", z)
-    i, last = int(np.argmin(a.mean(axis=0))), a.shape[1] - 1
+    e = validate.array("ell", ell, ndim=3)
+    J, R, m = e.shape
+    if J < 2 or R < 2:
+        raise ValueError(f"ell must be (J >= 2 configs, R >= 2 replicates, m), got {e.shape}")
+    e = _curves(e.reshape(J * R, m), t_hat, t_min, 1)[0].reshape(J, R, -1)
+    m_config, m_rep, m_all = e.mean(axis=1), e.mean(axis=0), e.mean(axis=(0, 1))
+    ms_config = R * ((m_config - m_all) ** 2).sum(axis=0) / (J - 1)
+    resid = e - m_config[:, None] - m_rep[None] + m_all
+    ms_resid = (resid**2).sum(axis=(0, 1)) / ((J - 1) * (R - 1))
+    return float(np.mean((ms_config - ms_resid) / R)), float(np.mean(e.var(axis=1, ddof=1)))
 
-    def worse(j: int) -> bool:
-        d = a[:, j] - a[:, i]
-        return bool(d.mean() > z * d.std(ddof=1) / math.sqrt(len(d)))
 
-    if i in (0, last):
-        return Bracket(i, False, False)
-    return Bracket(i, worse(0) and worse(last), worse(i - 1) and worse(i + 1))
+def collapse_ratio(ell, t_hat, t_min: float = 0.1, n_avg: int = 1) -> float:
+    """rho = V_sys / (V_seed / n_avg) of `shape_variances`: how far the configs' true curves
+    differ, in units of the seed variance of an n_avg-run average. 0 is a perfect collapse;
+    rho < 1 at n_avg = 1 is Qiu et al. (2025)'s supercollapse (below one run's seed noise)."""
+    n_avg = validate.integer("n_avg", n_avg, minimum=1)
+    v_sys, v_seed = shape_variances(ell, t_hat, t_min)
+    return n_avg * v_sys / v_seed
+
+
+def area_contrast(ell, t_hat, hi: int, lo: int, t_min: float = 0.1) -> np.ndarray:
+    """Per replicate: excess area of config hi minus config lo, in seed s.d. of one run (R,).
+
+    ell (J configs, R replicates, m); the excess area of a curve is mean(ell - 1) over
+    t_hat >= t_min (large when a run converges late). The unit is the pooled seed standard
+    deviation of one run's excess area across the J configs (J (R - 1) degrees of freedom).
+    """
+    e = validate.array("ell", ell, ndim=3)
+    J, R, m = e.shape
+    if R < 2:
+        raise ValueError(f"ell needs R >= 2 replicates on axis 1, got shape {e.shape}")
+    hi = validate.integer("hi", hi, minimum=0, maximum=J - 1)
+    lo = validate.integer("lo", lo, minimum=0, maximum=J - 1)
+    if hi == lo:
+        raise ValueError(f"hi and lo must name two different configs, got {hi} twice")
+    A = excess_area(e.reshape(J * R, m), t_hat, t_min).reshape(J, R)
+    sd = math.sqrt(float(A.var(axis=1, ddof=1).mean()))
+    if sd == 0:
+        raise ValueError("every replicate has the same excess area; the seed s.d. is zero")
+    return (A[hi] - A[lo]) / sd

@@ -15,22 +15,30 @@ Which part is whose:
   (`kept_moments`, `predict_error`, `predict_collapse`) are OUR derivation of the paper's
   setting (a standard Gaussian-equivalent ridge formula applied to the two non-Gaussian
   directions); they have the paper's arccos(m0/sqrt(nu0)) form but were not compared with
-  its Theorems 1 and 3 symbol by symbol.
+  its Theorems 1 and 3 symbol by symbol;
+- the critical data size n*/d at which a curated set starts to beat the full set
+  (`critical_ratios`) is the root of our formula's tuned-ridge error difference: the
+  "phase transition curve tied to data size and quality" of the paper's abstract.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from statistics import NormalDist
 
 import numpy as np
 from scipy.integrate import quad
-from scipy.optimize import brentq
-from scipy.stats import norm
+from scipy.optimize import brentq, minimize_scalar
+
+from lib import validate
 
 KINDS = ("all", "random", "keep_hard", "keep_easy")
+LOG10_LAMBDA_RANGE = (-4.0, 2.0)  # ridge penalties searched when tuning: 1e-4 to 100
 SQRT_2PI = math.sqrt(2 * math.pi)
+_NORMAL = NormalDist()  # its inverse cdf is exact and ~50x cheaper per call than scipy's
 
 
 # Scalar normal pdf and cdf for quadrature integrands: scipy.stats' per-call overhead made the
@@ -43,13 +51,13 @@ def _Phi(t: float) -> float:
     return 0.5 * math.erfc(-t / math.sqrt(2))
 
 
-def _check_unit_interval(name: str, value: float, closed: bool = False) -> float:
-    """Return value as float if it lies in (-1, 1) (or [-1, 1] when closed), else raise."""
-    value = float(value)
-    ok = -1 <= value <= 1 if closed else -1 < value < 1
-    if not math.isfinite(value) or not ok:
-        interval = "[-1, 1]" if closed else "(-1, 1)"
-        raise ValueError(f"{name}={value} must be a finite alignment in {interval}")
+def _instance(name: str, value, kind: type):
+    """Return value if it is a `kind`, else a TypeError naming the argument."""
+    if not isinstance(value, kind):
+        raise TypeError(
+            f"{name} must be a {kind.__name__}, got {type(value).__name__} {value!r}; "
+            f"build one with {kind.__name__}(...)"
+        )
     return value
 
 
@@ -62,21 +70,23 @@ class Rule:
     label_aware: bool = False
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"kind={self.kind!r} is unknown; use one of {KINDS}")
-        if not (math.isfinite(self.p_q) and 0 < self.p_q <= 1):
-            raise ValueError(f"p_q={self.p_q} must be a kept fraction in (0, 1]")
-        if self.kind == "all" and self.p_q != 1:
-            raise ValueError(f"kind='all' keeps everything, so p_q must be 1, got {self.p_q}")
+        validate.choice("kind", self.kind, KINDS)
+        p_q = validate.real("p_q", self.p_q, low=0.0, high=1.0, low_open=True)
+        validate.boolean("label_aware", self.label_aware)
+        if self.kind == "all" and p_q != 1:
+            raise ValueError(f"kind='all' keeps everything, so p_q must be 1, got {p_q}")
 
     @property
     def alpha(self) -> float:
         """Margin threshold alpha with E[q(G)] = p_q, G ~ N(0, 1) (inf/0 for all/random)."""
         if self.kind == "keep_hard":  # p_q = 2 Phi(alpha) - 1
-            return float(norm.ppf((1 + self.p_q) / 2))
+            return _NORMAL.inv_cdf((1 + self.p_q) / 2)
         if self.kind == "keep_easy":  # p_q = 2 (1 - Phi(alpha))
-            return float(norm.ppf(1 - self.p_q / 2))
+            return _NORMAL.inv_cdf(1 - self.p_q / 2)
         return math.inf if self.kind == "all" else 0.0
+
+
+FULL = Rule("all")  # the full data set, the baseline every curated set is compared with
 
 
 def _expect_even(func, rule: Rule) -> float:
@@ -102,12 +112,19 @@ class CurationConstants:
     beta_tilde: float
 
 
+def _tau(rho_g) -> float:
+    """tau = rho_g / sqrt(1 - rho_g^2) for an oracle-generator alignment in (-1, 1)."""
+    rho_g = validate.real("rho_g", rho_g, low=-1.0, high=1.0, low_open=True, high_open=True)
+    return rho_g / math.sqrt(1 - rho_g**2)
+
+
 def curation_constants(rule: Rule, rho_g: float) -> CurationConstants:
     """p = E[q], gamma = E[q G^2], beta = 2E[q phi(tau G)], beta~ = 2E[q Phi(tau G) G].
 
     tau = rho_g / sqrt(1 - rho_g^2). By symmetry of q, E[q G] = 0, so beta~ is computed as
     2E[q G (Phi(tau G) - 1/2)], whose integrand is even.
     """
+    _instance("rule", rule, Rule)
     tau = _tau(rho_g)
     return CurationConstants(
         p=_expect_even(lambda g: 1.0, rule),
@@ -115,11 +132,6 @@ def curation_constants(rule: Rule, rho_g: float) -> CurationConstants:
         beta=2 * _expect_even(lambda g: _phi(tau * g), rule),
         beta_tilde=2 * _expect_even(lambda g: g * (_Phi(tau * g) - 0.5), rule),
     )
-
-
-def _tau(rho_g: float) -> float:
-    rho_g = _check_unit_interval("rho_g", rho_g)
-    return rho_g / math.sqrt(1 - rho_g**2)
 
 
 @dataclass(frozen=True)
@@ -144,9 +156,15 @@ class KeptMoments:
         return float(1.0 - self.b @ self.theta)
 
 
-@lru_cache(maxsize=4096)
 def kept_moments(rule: Rule, rho_g: float) -> KeptMoments:
     """Kept-sample moments by 1-D quadrature (our derivation; cached, no n, d or lambda)."""
+    _instance("rule", rule, Rule)
+    _tau(rho_g)  # validates rho_g before it becomes a cache key
+    return _kept_moments(rule, float(rho_g))
+
+
+@lru_cache(maxsize=4096)
+def _kept_moments(rule: Rule, rho_g: float) -> KeptMoments:
     tau = _tau(rho_g)
     if not rule.label_aware:  # M = diag(gamma/p, 1), b = (beta~, beta)/p
         c = curation_constants(rule, rho_g)
@@ -174,9 +192,10 @@ class Geometry:
     rho_g: float
 
     def __post_init__(self) -> None:
-        _check_unit_interval("rho", self.rho, closed=True)
-        _check_unit_interval("rho_star", self.rho_star)  # the oracle never is the truth
-        _check_unit_interval("rho_g", self.rho_g)
+        validate.real("rho", self.rho, low=-1.0, high=1.0)
+        # The oracle never is the truth (rho_star < 1), and never is the generator.
+        validate.real("rho_star", self.rho_star, low=-1.0, high=1.0, low_open=True, high_open=True)
+        validate.real("rho_g", self.rho_g, low=-1.0, high=1.0, low_open=True, high_open=True)
         if self.w_star_coords()[2] < -1e-12:
             raise ValueError(
                 f"alignments rho={self.rho}, rho_star={self.rho_star}, rho_g={self.rho_g} are "
@@ -192,6 +211,9 @@ class Geometry:
 
 def independent_errors(rho: float, rho_star: float) -> Geometry:
     """Geometry in which generator and oracle err in orthogonal directions: rho_g = rho rho*."""
+    rho = validate.real("rho", rho, low=-1.0, high=1.0)
+    rho_star = validate.real("rho_star", rho_star, low=-1.0, high=1.0, low_open=True,
+                             high_open=True)  # fmt: skip
     return Geometry(rho=rho, rho_star=rho_star, rho_g=rho * rho_star)
 
 
@@ -205,65 +227,120 @@ class RidgePrediction:
     kappa: float
 
 
-def _check_sizes(n: float, d: int, lam: float) -> None:
-    if not (math.isfinite(n) and n > 0):
-        raise ValueError(f"n={n} must be a positive number of samples")
-    if int(d) != d or d < 3:
-        raise ValueError(f"d={d} must be an integer dimension >= 3")
-    if not (math.isfinite(lam) and lam > 0):
-        raise ValueError(f"lam={lam} must be a positive ridge penalty (use e.g. 1e-8 for OLS)")
+def _sizes(n, d, lam) -> tuple[float, int, float]:
+    """Validated sample size n > 0, dimension d >= 3 and ridge penalty lam > 0."""
+    n = validate.real("n", n, low=0.0, low_open=True)
+    d = validate.integer("d", d, minimum=3)
+    lam = validate.real("lam", lam, low=0.0, low_open=True)
+    return n, d, lam
 
 
 def predict_error(n: float, d: int, lam: float, geometry: Geometry, rule: Rule) -> RidgePrediction:
     """Our proportional-limit ridge equivalent on kept samples (n_k = p n, lam_k = lam/p).
 
     kappa solves kappa = lam_k + (kappa/n_k) tr S(S+kappa)^-1 with S = diag(M, I_{d-2});
-    mean m = (M+kappa)^-1 M theta; tau2 = (sigma2 + kappa^2 theta'M(M+kappa)^-2 theta) /
-    (1 - tr S^2(S+kappa)^-2 / n_k); |w|^2 = |m|^2 + (tau2/n_k) tr S(S+kappa)^-2;
-    E = arccos(e*'m / |w|)/pi.
+    mean m = (M+kappa)^-1 M theta; s2 = (sigma2 + kappa^2 theta'M(M+kappa)^-2 theta) /
+    (1 - tr S^2(S+kappa)^-2 / n_k); |w|^2 = |m|^2 + (s2/n_k) tr S(S+kappa)^-2;
+    E = arccos(e*'m / |w|)/pi, the paper's arccos(m0 / sqrt(nu0))/pi with (our reading)
+    m0 = e*'m, the limit of <w, w*>, and nu0 = |w|^2.
     """
-    _check_sizes(n, d, lam)
-    mom = kept_moments(rule, geometry.rho_g)
+    n, d, lam = _sizes(n, d, lam)
+    _instance("geometry", geometry, Geometry)
+    mom = kept_moments(_instance("rule", rule, Rule), geometry.rho_g)
+    return _predict(n, d, lam, geometry, mom)
+
+
+def _predict(n: float, d: int, lam: float, geometry: Geometry, mom: KeptMoments) -> RidgePrediction:
+    """predict_error without validation; the 2x2 algebra in Python floats for speed."""
     n_k, lam_k = mom.p * n, lam / mom.p
     mu, V = np.linalg.eigh(mom.M)
-    theta_v = V.T @ mom.theta  # theta in M's eigenbasis
+    (mu0, mu1), (t0, t1) = mu.tolist(), (V.T @ mom.theta).tolist()  # theta in M's eigenbasis
+    bulk = d - 2
 
     def excess(kappa: float) -> float:  # kappa (1 - df1/n_k) - lam_k, increasing in kappa
-        df1 = (d - 2) / (1 + kappa) + np.sum(mu / (mu + kappa))
+        df1 = bulk / (1 + kappa) + mu0 / (mu0 + kappa) + mu1 / (mu1 + kappa)
         return kappa * (1 - df1 / n_k) - lam_k
 
     hi = lam_k + 1.0
     while excess(hi) <= 0:
         hi *= 2
     kappa = brentq(excess, 0.0, hi, xtol=1e-15, rtol=1e-13)
-    df2 = (d - 2) / (1 + kappa) ** 2 + np.sum(mu**2 / (mu + kappa) ** 2)
-    bias = kappa**2 * np.sum(mu * theta_v**2 / (mu + kappa) ** 2)
-    tau2 = (mom.sigma2 + bias) / (1 - df2 / n_k)
-    m = V @ (mu / (mu + kappa) * theta_v)
-    trace = (d - 2) / (1 + kappa) ** 2 + np.sum(mu / (mu + kappa) ** 2)
-    norm_w = math.sqrt(m @ m + tau2 * trace / n_k)
+    a0, a1 = mu0 + kappa, mu1 + kappa
+    df2 = bulk / (1 + kappa) ** 2 + (mu0 / a0) ** 2 + (mu1 / a1) ** 2
+    bias = kappa**2 * (mu0 * t0**2 / a0**2 + mu1 * t1**2 / a1**2)
+    s2 = (mom.sigma2 + bias) / (1 - df2 / n_k)
+    m = V @ np.array([mu0 / a0 * t0, mu1 / a1 * t1])
+    trace = bulk / (1 + kappa) ** 2 + mu0 / a0**2 + mu1 / a1**2
+    norm_w = math.sqrt(float(m @ m) + s2 * trace / n_k)
     cos_star = float(geometry.w_star_coords()[:2] @ m / norm_w)
     return RidgePrediction(error_from_cos(cos_star), cos_star, float(m[0] / norm_w), kappa)
 
 
 def error_from_cos(cos: float | np.ndarray) -> float | np.ndarray:
     """Test error P(sign(x.w) != sign(x.w*)) = arccos(cos(w, w*))/pi for x ~ N(0, I)."""
-    cos = np.asarray(cos, dtype=float)
-    if not np.all(np.isfinite(cos)) or np.any(np.abs(cos) > 1 + 1e-9):
-        raise ValueError(f"cos={cos} must be finite cosines in [-1, 1]")
+    cos = validate.array("cos", cos, ndim=None)
+    if np.any(np.abs(cos) > 1 + 1e-9):
+        raise ValueError(f"cos must be cosines in [-1, 1], got max |cos| {np.abs(cos).max():g}")
     out = np.arccos(np.clip(cos, -1.0, 1.0)) / np.pi
     return float(out) if out.ndim == 0 else out
 
 
 def predict_best_lambda(
-    n: float, d: int, lams: tuple[float, ...], geometry: Geometry, rule: Rule
+    n: float, d: int, lams: Sequence[float], geometry: Geometry, rule: Rule
 ) -> tuple[float, float]:
     """Smallest predicted error over a fixed ridge grid `lams`; returns (error, best lam)."""
-    if len(lams) == 0:
-        raise ValueError("lams is empty; pass a grid of positive penalties, e.g. (0.01, 0.1, 1)")
+    lams = validate.array("lams", lams, positive=True)
     errors = [predict_error(n, d, lam, geometry, rule).error for lam in lams]
     best = int(np.argmin(errors))
     return errors[best], float(lams[best])
+
+
+def predict_tuned(n: float, d: int, geometry: Geometry, rule: Rule) -> tuple[float, float]:
+    """Predicted error with the ridge penalty tuned on [1e-4, 100]; returns (error, lam).
+
+    A grid of one point per decade finds the basin and a bounded Brent search in log10 lam
+    refines it: the learner gets its best penalty, as if tuned on an ideal validation set.
+    """
+    n, d, _ = _sizes(n, d, 1.0)
+    _instance("geometry", geometry, Geometry)
+    mom = kept_moments(_instance("rule", rule, Rule), geometry.rho_g)
+    error = lambda t: _predict(n, d, 10.0**t, geometry, mom).error  # noqa: E731
+    grid = np.linspace(*LOG10_LAMBDA_RANGE, 7)
+    k = int(np.argmin([error(t) for t in grid]))
+    lo, hi = grid[max(k - 1, 0)], grid[min(k + 1, grid.size - 1)]
+    best = minimize_scalar(error, bounds=(lo, hi), method="bounded", options={"xatol": 1e-3})
+    return float(best.fun), float(10.0**best.x)
+
+
+def curation_gain(ratio: float, d: int, geometry: Geometry, rule: Rule) -> float:
+    """E(rule) - E(full set) at n = ratio * d, each with its tuned penalty (< 0: less is more)."""
+    ratio = validate.real("ratio", ratio, low=0.0, low_open=True)
+    d = validate.integer("d", d, minimum=3)
+    curated = predict_tuned(ratio * d, d, geometry, rule)[0]
+    return curated - predict_tuned(ratio * d, d, geometry, FULL)[0]
+
+
+def critical_ratios(
+    d: int,
+    geometry: Geometry,
+    rule: Rule,
+    grid: Sequence[float] = tuple(np.geomspace(0.5, 1e3, 25)),
+) -> tuple[float, ...]:
+    """Data sizes n*/d where `curation_gain` changes sign: the phase boundaries in n/d.
+
+    The gain is scanned on `grid` (n/d values, increasing) and each sign change is refined by
+    Brent's method in log(n/d); an empty tuple means the same regime over the whole grid.
+    """
+    grid = validate.array("grid", grid, positive=True, min_size=2)
+    if np.any(np.diff(grid) <= 0):
+        raise ValueError("grid must be increasing n/d values, e.g. np.geomspace(0.5, 1e3, 25)")
+    gain = lambda log_r: curation_gain(math.exp(log_r), d, geometry, rule)  # noqa: E731
+    signs = np.sign([gain(math.log(r)) for r in grid])
+    return tuple(
+        math.exp(brentq(gain, math.log(grid[i]), math.log(grid[i + 1]), xtol=1e-5))
+        for i in range(grid.size - 1)
+        if signs[i] * signs[i + 1] < 0
+    )
 
 
 def predict_collapse(
@@ -274,8 +351,7 @@ def predict_collapse(
     Our map: the fluctuation of w is asymptotically orthogonal to span(w*, w_o), so the next
     generator w/|w| has alignments (cos_star, cos_o); the oracle w_o stays fixed.
     """
-    if int(rounds) != rounds or rounds < 1:
-        raise ValueError(f"rounds={rounds} must be a positive integer")
+    rounds = validate.integer("rounds", rounds, minimum=1)
     geometry = independent_errors(rho0, rho_star)
     errors = [error_from_cos(rho0)]
     for _ in range(rounds):
@@ -292,9 +368,10 @@ def make_directions(
     geometry: Geometry, d: int, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Unit vectors (w*, w_g, w_o) in R^d with the exact alignments, by QR of 3 Gaussians."""
-    if int(d) != d or d < 3:
-        raise ValueError(f"d={d} must be an integer dimension >= 3")
-    Q, _ = np.linalg.qr(rng.standard_normal((int(d), 3)))
+    _instance("geometry", geometry, Geometry)
+    d = validate.integer("d", d, minimum=3)
+    _instance("rng", rng, np.random.Generator)
+    Q, _ = np.linalg.qr(rng.standard_normal((d, 3)))
     s = math.sqrt(1 - geometry.rho_star**2)
     c1 = (geometry.rho_g - geometry.rho * geometry.rho_star) / s  # w_g along Q[:, 1]
     c2 = math.sqrt(max(1 - geometry.rho**2 - c1**2, 0.0))
@@ -304,11 +381,16 @@ def make_directions(
     return w_star, w_g / np.linalg.norm(w_g), w_o
 
 
-def keep_mask(rule: Rule, g: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+def keep_mask(rule: Rule, g, y, rng: np.random.Generator) -> np.ndarray:
     """Boolean keep indicator from oracle margins g = X w_o (n,) and labels y (n,) in {-1, 1}."""
-    g, y = np.asarray(g, dtype=float), np.asarray(y, dtype=float)
-    if g.shape != y.shape or g.ndim != 1:
-        raise ValueError(f"g and y must be 1-D of one length, got {g.shape} and {y.shape}")
+    _instance("rule", rule, Rule)
+    g, y = validate.array("g", g), validate.array("y", y)
+    validate.same_length(g=g, y=y)
+    return _keep(rule, g, y, _instance("rng", rng, np.random.Generator))
+
+
+def _keep(rule: Rule, g: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """keep_mask without validation, for the simulation loops."""
     if rule.kind == "keep_hard":
         keep = np.abs(g) <= rule.alpha
     elif rule.kind == "keep_easy":
@@ -322,22 +404,29 @@ def keep_mask(rule: Rule, g: np.ndarray, y: np.ndarray, rng: np.random.Generator
     return keep
 
 
-def fit_ridge(X: np.ndarray, y: np.ndarray, keep: np.ndarray, lams: np.ndarray) -> np.ndarray:
+def fit_ridge(X, y, keep, lams) -> np.ndarray:
     """Ridge w = (X'DX/n + lam I)^-1 X'Dy/n for each lam; X (n, d) -> weights (len(lams), d).
 
-    One eigendecomposition of X'DX/n serves every penalty of the grid.
+    A few penalties are solved directly; a longer grid shares one eigendecomposition.
     """
-    lams = np.atleast_1d(np.asarray(lams, dtype=float))
-    if X.ndim != 2 or y.shape != (X.shape[0],) or keep.shape != y.shape:
-        shapes = f"{X.shape}, {y.shape}, {keep.shape}"
-        raise ValueError(f"need X (n, d), y (n,), keep (n,); got {shapes}")
-    if not np.all(np.isfinite(lams)) or np.any(lams <= 0):
-        raise ValueError(f"lams={lams} must be positive finite ridge penalties")
-    n = X.shape[0]
+    X, y = validate.array("X", X, ndim=2), validate.array("y", y)
+    lams = validate.array("lams", np.atleast_1d(lams), positive=True)
+    if not isinstance(keep, np.ndarray) or keep.dtype != bool or keep.shape != y.shape:
+        raise TypeError(f"keep must be a boolean array shaped like y {y.shape}, got {keep!r:.60}")
+    if y.shape != (X.shape[0],):
+        raise ValueError(f"y must have one label per row of X ({X.shape[0]}), got {y.shape}")
+    return _ridge(X, y, keep, lams)
+
+
+def _ridge(X: np.ndarray, y: np.ndarray, keep: np.ndarray, lams: np.ndarray) -> np.ndarray:
+    """fit_ridge without validation, for the simulation loops (their inputs are generated)."""
+    n, d = X.shape
     Xk, yk = X[keep], y[keep]
-    evals, U = np.linalg.eigh(Xk.T @ Xk / n)
-    proj = U.T @ (Xk.T @ yk / n)
-    return (proj[None, :] / (evals[None, :] + lams[:, None])) @ U.T
+    A, c = Xk.T @ Xk / n, Xk.T @ yk / n
+    if lams.size <= 3:
+        return np.array([np.linalg.solve(A + lam * np.eye(d), c) for lam in lams])
+    evals, U = np.linalg.eigh(A)
+    return ((U.T @ c)[None, :] / (evals[None, :] + lams[:, None])) @ U.T
 
 
 def _cosines(W: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -345,50 +434,116 @@ def _cosines(W: np.ndarray, w: np.ndarray) -> np.ndarray:
     return np.where(norms > 0, W @ w / np.where(norms > 0, norms, 1.0), 0.0)
 
 
+def _seed(seed) -> int | list[int]:
+    """A seed for numpy: a non-negative integer or a list of them (bools refused)."""
+    if isinstance(seed, list | tuple):
+        return [validate.integer("seed", s, minimum=0) for s in seed]
+    return validate.integer("seed", seed, minimum=0)
+
+
+def _draw(n: int, d: int, geometry: Geometry, rng: np.random.Generator):
+    """One data set: the truth w* (d,), features X (n, d), labels y = sign(X w_g), margins X w_o."""
+    w_star, w_g, w_o = make_directions(geometry, d, rng)
+    X = rng.standard_normal((n, d))
+    return w_star, X, np.where(X @ w_g >= 0, 1.0, -1.0), X @ w_o
+
+
+def _rules(rules) -> list[Rule]:
+    """The rules of a simulation as a non-empty list of Rule, else a clear error."""
+    if isinstance(rules, Rule) or len(rules) == 0:
+        raise ValueError(
+            "rules must be a non-empty list, e.g. [Rule('all'), Rule('keep_hard', 0.5)]"
+        )
+    return [_instance(f"rules[{i}]", r, Rule) for i, r in enumerate(rules)]
+
+
 def simulate_errors(
-    n: int, d: int, lams, geometry: Geometry, rules: list[Rule], seed: int | list[int]
+    n: int, d: int, lams, geometry: Geometry, rules: Sequence[Rule], seed
 ) -> np.ndarray:
     """Test errors (len(rules), len(lams)) of ridge on one draw of n samples, curated by each rule.
 
     All rules see the same features and labels, so rule-to-rule differences are paired.
     """
-    _check_sizes(n, d, float(np.min(lams)))
-    rng = np.random.default_rng(seed)
-    w_star, w_g, w_o = make_directions(geometry, d, rng)
-    X = rng.standard_normal((int(n), int(d)))
-    y = np.where(X @ w_g >= 0, 1.0, -1.0)
-    g = X @ w_o
-    out = np.empty((len(rules), np.size(lams)))
+    n, d = validate.integer("n", n, minimum=1), validate.integer("d", d, minimum=3)
+    lams = validate.array("lams", np.atleast_1d(lams), positive=True)
+    rules = _rules(rules)
+    rng = np.random.default_rng(_seed(seed))
+    w_star, X, y, g = _draw(n, d, geometry, rng)
+    out = np.empty((len(rules), lams.size))
     for i, rule in enumerate(rules):
-        W = fit_ridge(X, y, keep_mask(rule, g, y, rng), np.asarray(lams, dtype=float))
+        W = _ridge(X, y, _keep(rule, g, y, rng), lams)
         out[i] = error_from_cos(_cosines(W, w_star))
     return out
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One simulated configuration: n samples, a geometry, rules and each rule's ridge penalty."""
+
+    n: int
+    geometry: Geometry
+    rules: tuple[Rule, ...]
+    lams: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        validate.integer("n", self.n, minimum=1)
+        _instance("geometry", self.geometry, Geometry)
+        for i, rule in enumerate(self.rules):
+            _instance(f"rules[{i}]", rule, Rule)
+        lams = validate.array("lams", self.lams, positive=True)
+        if lams.size != len(self.rules) or len(self.rules) == 0:
+            raise ValueError(
+                f"give one penalty per rule: {len(self.rules)} rules, {lams.size} lams"
+            )
+
+
+def tuned_cell(n: int, d: int, geometry: Geometry, rules: Sequence[Rule]) -> Cell:
+    """A Cell whose penalties are the ones `predict_tuned` calls best for each rule."""
+    rules = _rules(rules)
+    lams = tuple(predict_tuned(n, d, geometry, rule)[1] for rule in rules)
+    return Cell(n, geometry, tuple(rules), lams)
+
+
+def simulate_cells(cells: Sequence[Cell], d: int, seed: int) -> list[np.ndarray]:
+    """One replicate: for cell i (seeded [seed, i]) the errors (len(rules),), each rule at its
+    own penalty, all rules on the same draw (paired)."""
+    d, seed = validate.integer("d", d, minimum=3), validate.integer("seed", seed, minimum=0)
+    out = []
+    for i, cell in enumerate(cells):
+        _instance(f"cells[{i}]", cell, Cell)
+        rng = np.random.default_rng([seed, i])
+        w_star, X, y, g = _draw(cell.n, d, cell.geometry, rng)
+        W = np.concatenate([_ridge(X, y, _keep(rule, g, y, rng), np.array([lam]))
+                            for rule, lam in zip(cell.rules, cell.lams, strict=True)])  # fmt: skip
+        out.append(error_from_cos(_cosines(W, w_star)))
+    return out
+
+
+def simulate_replicates(cells: Sequence[Cell], d: int, seeds: Sequence[int]) -> np.ndarray:
+    """`simulate_cells` for each seed -> (len(seeds), len(cells), rules); equal rule counts."""
+    if isinstance(seeds, int | np.integer) or len(seeds) == 0:
+        raise ValueError(f"seeds must be a non-empty list of integer seeds, got {seeds!r}")
+    counts = {len(_instance(f"cells[{i}]", c, Cell).rules) for i, c in enumerate(cells)}
+    if len(counts) != 1:
+        raise ValueError(f"every cell must have the same number of rules, got {sorted(counts)}")
+    return np.array([simulate_cells(cells, d, seed) for seed in seeds])
 
 
 def simulate_collapse(
     n: int, d: int, lam: float, rho0: float, rho_star: float, rule: Rule, rounds: int, seed
 ) -> np.ndarray:
     """Simulated errors (rounds+1,) when each round's ridge model labels the next round's data."""
-    _check_sizes(n, d, lam)
-    if int(rounds) != rounds or rounds < 1:
-        raise ValueError(f"rounds={rounds} must be a positive integer")
-    rng = np.random.default_rng(seed)
+    n = validate.integer("n", n, minimum=1)
+    _, d, lam = _sizes(n, d, lam)
+    rounds = validate.integer("rounds", rounds, minimum=1)
+    _instance("rule", rule, Rule)
+    rng = np.random.default_rng(_seed(seed))
     w_star, w_gen, w_o = make_directions(independent_errors(rho0, rho_star), d, rng)
     errors = [error_from_cos(w_gen @ w_star)]
     for _ in range(rounds):
-        X = rng.standard_normal((int(n), int(d)))
+        X = rng.standard_normal((n, d))
         y = np.where(X @ w_gen >= 0, 1.0, -1.0)
-        w = fit_ridge(X, y, keep_mask(rule, X @ w_o, y, rng), np.array([lam]))[0]
+        w = _ridge(X, y, _keep(rule, X @ w_o, y, rng), np.array([lam]))[0]
         w_gen = w / np.linalg.norm(w)
         errors.append(error_from_cos(w_gen @ w_star))
     return np.array(errors)
-
-
-def simulate_seeds(
-    n: int, d: int, lams, geometry: Geometry, rules: list[Rule], n_seeds: int, key: tuple
-) -> np.ndarray:
-    """`simulate_errors` for seeds [*key, s], s < n_seeds -> (n_seeds, len(rules), len(lams))."""
-    if int(n_seeds) != n_seeds or n_seeds < 2:
-        raise ValueError(f"n_seeds={n_seeds} must be an integer >= 2 (for a standard error)")
-    draws = [simulate_errors(n, d, lams, geometry, rules, [*key, s]) for s in range(n_seeds)]
-    return np.stack(draws)

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import optimize, special
 
+from lib import validate
+
 GRIDS = ("coarse", "full")
 # Besiroglu et al. 2024 (arXiv:2404.10102), Sec. 3: L-BFGS-B from every point of this grid.
 BESIROGLU2024_GRID = {
@@ -32,41 +34,32 @@ COARSE_GRID = {
 
 
 # ---------------------------------------------------------------------------- validation
-def as_array(name: str, x, *, positive: bool = False, ndim: int | None = 1) -> np.ndarray:
-    """Return x as a float array of `ndim` dimensions (None: any), rejecting NaN/inf and empty
-    input (and x <= 0 if asked)."""
-    arr = np.asarray(x, dtype=float)
-    if ndim is not None and arr.ndim != ndim:
-        raise ValueError(f"{name} must be a {ndim}-D array, got shape {arr.shape}")
-    if arr.size == 0:
-        raise ValueError(f"{name} is empty; pass at least one value")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} contains NaN or inf; pass finite values")
-    if positive and np.any(arr <= 0):
-        raise ValueError(f"{name} must be > 0 everywhere, got min {arr.min():g}")
-    return arr
+as_array = validate.array  # the name chapters and modules have used; one validator behind it
 
 
 def _same_length(min_points: int, **arrays: np.ndarray) -> int:
-    lengths = {k: len(v) for k, v in arrays.items()}
-    if len(set(lengths.values())) != 1:
-        raise ValueError(f"arrays must have equal lengths, got {lengths}")
-    n = next(iter(lengths.values()))
+    n = validate.same_length(**arrays)
     if n < min_points:
         raise ValueError(f"need at least {min_points} points to fit, got {n}")
     return n
 
 
-def _check_bootstrap(n_bootstrap: int) -> None:
-    if not isinstance(n_bootstrap, int | np.integer) or n_bootstrap < 0:
-        raise ValueError(f"n_bootstrap must be an integer >= 0, got {n_bootstrap!r}")
+def _check_bootstrap(n_bootstrap: int, seed: int) -> None:
+    validate.integer("n_bootstrap", n_bootstrap, minimum=0)
+    validate.integer("seed", seed, minimum=0)
+
+
+def _distinct(name: str, x: np.ndarray, at_least: int = 2) -> None:
+    if np.unique(x).size < at_least:
+        raise ValueError(f"{name} has {np.unique(x).size} distinct value(s); a fit needs "
+                         f"at least {at_least}")  # fmt: skip
 
 
 def bootstrap_ci(
     refit: Callable[[np.ndarray], dict[str, float]], n: int, n_bootstrap: int, seed: int
 ) -> dict[str, tuple[float, float]]:
     """95% percentile intervals of `refit(indices)` over `n_bootstrap` resamples of n points."""
-    _check_bootstrap(n_bootstrap)
+    _check_bootstrap(n_bootstrap, seed)
     if n_bootstrap == 0:
         return {}
     rng = np.random.default_rng(seed)
@@ -95,7 +88,8 @@ def fit_power_law(x, y, n_bootstrap: int = 0, seed: int = 0) -> PowerLawFit:
     """Fit y = A x^-alpha by linear least squares of log y on log x (x, y > 0, 1-D)."""
     x, y = as_array("x", x, positive=True), as_array("y", y, positive=True)
     n = _same_length(2, x=x, y=y)
-    _check_bootstrap(n_bootstrap)
+    _check_bootstrap(n_bootstrap, seed)
+    _distinct("x", x)
 
     def solve(idx: np.ndarray) -> dict[str, float]:
         slope, intercept = np.polyfit(np.log(x[idx]), np.log(y[idx]), 1)
@@ -137,7 +131,8 @@ def fit_saturating_power_law(x, y, n_bootstrap: int = 0, seed: int = 0) -> Satur
     """Fit y = E + A x^-alpha (E >= 0, alpha in [0, 10]) with multi-start least squares."""
     x, y = as_array("x", x, positive=True), as_array("y", y, positive=True)
     n = _same_length(3, x=x, y=y)
-    _check_bootstrap(n_bootstrap)
+    _check_bootstrap(n_bootstrap, seed)
+    _distinct("x", x, 3)
     scale = float(np.median(np.log(x)))
     starts = [
         (E, np.log(max(y.max() - E, 1e-12)) + alpha * scale, alpha)
@@ -228,11 +223,9 @@ def fit_chinchilla(
     """
     N, D, L = (as_array(k, v, positive=True) for k, v in (("N", N), ("D", D), ("L", L)))
     n = _same_length(5, N=N, D=D, L=L)
-    if grid not in GRIDS:
-        raise ValueError(f"grid must be one of {GRIDS}, got {grid!r}")
-    if not huber_delta > 0:
-        raise ValueError(f"huber_delta must be > 0, got {huber_delta!r}")
-    _check_bootstrap(n_bootstrap)
+    validate.choice("grid", grid, GRIDS)
+    huber_delta = validate.real("huber_delta", huber_delta, low=0.0, low_open=True)
+    _check_bootstrap(n_bootstrap, seed)
     g = BESIROGLU2024_GRID if grid == "full" else COARSE_GRID
     starts = [np.array(s) for s in itertools.product(g["a"], g["b"], g["e"], g["alpha"], g["beta"])]
     logs = np.log(N), np.log(D), np.log(L)
@@ -300,9 +293,10 @@ def fit_logistic(
     x, y = as_array("x", x), as_array("y", y)
     n_free = 2 + (lower is None) + (upper is None)
     n = _same_length(n_free + 1, x=x, y=y)
-    for name, v in (("lower", lower), ("upper", upper)):
-        if v is not None and not np.isfinite(v):
-            raise ValueError(f"{name} must be finite or None, got {v!r}")
+    _check_bootstrap(n_bootstrap, seed)
+    _distinct("x", x)
+    lower = None if lower is None else validate.real("lower", lower)
+    upper = None if upper is None else validate.real("upper", upper)
     if lower is not None and upper is not None and not lower < upper:
         raise ValueError(f"lower must be < upper, got {lower} and {upper}")
     best = _fit_logistic(x, y, lower, upper)
@@ -333,10 +327,9 @@ def fit_logit_linear(
     n = _same_length(2, x=x, p=p)
     if np.any((p < 0) | (p > 1)):
         raise ValueError(f"p must be probabilities in [0, 1], got range [{p.min()}, {p.max()}]")
-    if not 0 < eps < 0.5:
-        raise ValueError(f"eps must be in (0, 0.5), got {eps!r}")
-    if np.ptp(x) == 0:
-        raise ValueError("x has a single distinct value; a slope needs at least two")
+    eps = validate.real("eps", eps, low=0.0, high=0.5, low_open=True, high_open=True)
+    _check_bootstrap(n_bootstrap, seed)
+    _distinct("x", x)
     z = special.logit(np.clip(p, eps, 1 - eps))
 
     def solve(idx: np.ndarray) -> dict[str, float]:

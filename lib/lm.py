@@ -27,12 +27,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from lib import validate
+
 NORM_EPS = 1e-6  # RMSNorm epsilon
 
 
 def _require_positive_int(name: str, value: object) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ValueError(f"{name}={value!r} must be a positive integer")
+    validate.integer(name, value, minimum=1)
 
 
 @dataclass(frozen=True)
@@ -56,10 +57,8 @@ class MoEConfig:
         _require_positive_int("d_expert", self.d_expert)
         if self.top_k > self.n_experts:
             raise ValueError(f"top_k={self.top_k} must be <= n_experts={self.n_experts}")
-        if not (math.isfinite(self.balance_coef) and self.balance_coef >= 0):
-            raise ValueError(f"balance_coef={self.balance_coef!r} must be finite and >= 0")
-        if not isinstance(self.n_shared, int) or self.n_shared < 0:
-            raise ValueError(f"n_shared={self.n_shared!r} must be an integer >= 0")
+        validate.real("balance_coef", self.balance_coef, low=0.0)
+        validate.integer("n_shared", self.n_shared, minimum=0)
 
     @property
     def activation_ratio(self) -> float:
@@ -119,8 +118,7 @@ def d_ff_from_ratio(d_model: int, mlp_ratio: float, multiple_of: int = 1) -> int
     """Hidden width of the SwiGLU MLP: round(mlp_ratio * d_model) up to a multiple."""
     _require_positive_int("d_model", d_model)
     _require_positive_int("multiple_of", multiple_of)
-    if not (math.isfinite(mlp_ratio) and mlp_ratio > 0):
-        raise ValueError(f"mlp_ratio={mlp_ratio!r} must be finite and > 0, e.g. 4.0 or 8/3")
+    validate.real("mlp_ratio", mlp_ratio, low=0.0, low_open=True)
     d_ff = max(1, round(mlp_ratio * d_model))
     return multiple_of * math.ceil(d_ff / multiple_of)
 

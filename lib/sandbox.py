@@ -1,38 +1,92 @@
-"""A subprocess sandbox for generated programs, after DataMind's code interpreter (Qiao et al.).
+"""A sandbox for generated programs, after DataMind's code interpreter (Qiao et al.).
 
-Each call runs one Python program in a fresh interpreter (`python -I`), in a private temporary
-folder that holds only the files it is given, with a wall-clock timeout and kernel resource
-limits (RLIMIT_AS memory, RLIMIT_CPU, RLIMIT_FSIZE, RLIMIT_NOFILE, no core dumps). A small guard
-installed before the program runs uses Python audit hooks (PEP 578) to refuse network sockets,
-process creation (fork, exec, spawn, os.system, subprocess), native-code loading (ctypes) and
-file access outside the private folder (reads of the Python installation stay allowed, so that
-stdlib imports work). On a timeout the whole process group is killed, so stray children die too.
+`run_sandboxed(code, files, limits)` runs one Python program in a fresh interpreter and returns
+a `SandboxResult` (status, capped output, a message for the agent); it never raises for anything
+the program does. Isolation comes from the operating system, in layers; `isolation()` says which
+ones this machine gives (`isolation().describe()` in words), and a warning says so, once, when
+Linux namespaces are not available.
 
-What this is not: audit hooks are a tripwire, not a security boundary (CPython's docs say so), and
-the child runs as the same user. It is defence in depth for code written by a toy policy or a
-test, on a machine with no network; do not run untrusted code from the internet with it.
+The layers, all on by default on Linux where `unshare` works (as root, or through a user
+namespace for other users):
+- **Namespaces** (network, PID, mount, IPC, UTS): no network interface but a loopback that is
+  down; the program sees only its own processes, and all of them die with it.
+- **A private root**: the program's whole file system is a read-only view of the Python
+  installation and the shared libraries, `/dev/null` and its kin, its own `/proc`, and
+  `/sandbox`, a size-capped tmpfs folder (its working folder, `HOME` and `TMPDIR`) holding
+  `main.py` and copies of the given files. No other path of the host exists for it.
+- **An unprivileged user**: started as root, the program runs as a fresh uid/gid (one per run,
+  from a range no file belongs to), with no supplementary groups; otherwise as root inside a
+  user namespace. Either way it has no capabilities and no_new_privs is set.
+- **Kernel limits**: address space, CPU seconds, file size (which also caps stdout and stderr),
+  open files, no core dumps, a wall clock, and the number of processes (counted per run for a
+  fresh uid or a user namespace started by another user; `isolation().process_limit`).
+- **A tripwire**: an audit hook (PEP 578) refuses imports of socket, subprocess and ctypes,
+  process creation and file access outside the folder, so that the agent gets a clear
+  `PermissionError: sandbox: ...` (status "blocked"). It is not a boundary: a program can switch
+  it off (tests/test_sandbox_hostile.py does, by walking frames), and the layers above hold.
+
+The caller cannot be hurt: stdout and stderr go to files capped by the file-size limit, of which
+only the head and tail are read back (decoded with replacement, so invalid UTF-8 never raises);
+every wait has a deadline; and on every exit, not only on a timeout, everything the program
+started is killed (the PID namespace makes this exact; without it the launcher, a child
+subreaper, kills its descendants and the caller kills the process group).
+
+tests/test_sandbox_hostile.py proves each promise with an attack watched from outside. What this
+is not: there is no seccomp filter, so the kernel's whole system-call surface is reachable and a
+kernel exploit would escape; the CPU and memory of the machine are shared (each process is
+limited, and so is their number, but there are no cgroups). Without namespaces only the limits,
+the tripwire and (as root) the unprivileged uid remain, and `isolation()` says so.
+
+Design: `unshare` and `setpriv` from util-linux create the namespaces and drop the privileges;
+between them, a small stdlib launcher (lib/_sandbox_launcher.py) runs as process 1 of the new
+PID namespace, builds the private root, starts the program, and kills what is left. Nothing runs
+in the caller between fork and exec (no `preexec_fn`, which is unsafe in a threaded caller such
+as a Jupyter kernel), and `os.unshare` would need Python 3.12 and still a fork to enter the new
+PID namespace, which `unshare --fork` does for us.
 """
 
 from __future__ import annotations
 
+import errno
+import json
+import marshal
 import os
-import resource
+import secrets
+import select
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from lib import validate
+
 STATUSES = ("ok", "error", "blocked", "timeout", "memory", "cpu")
 MAX_OUTPUT_CHARS = 1024  # DataMind truncates interpreter output to 1024 characters (half + half)
+MIB = 1024 * 1024
+LAUNCHER = Path(__file__).with_name("_sandbox_launcher.py")
+FOLDER = "/sandbox"  # the program's folder inside the private root
+UID_BASE, UID_SPAN = 1 << 30, 1 << 24  # a fresh uid/gid per run: no file on the host has one
+KILL_GRACE_S = 5.0  # how long the caller waits for a killed sandbox to be reaped
+SETUP_TIMEOUT_S = 30.0  # how long building the sandbox may take before the program starts
+PROBE_TIMEOUT_S = 60.0  # the first run that finds the isolation layers; generous for busy hosts
+NAMESPACES = ("network", "pid", "mount", "ipc", "uts")
+UNSHARE_FLAGS = ("--net", "--pid", "--mount", "--ipc", "--uts", "--fork", "--kill-child")
+LAUNCH_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+THREADS_ENV = {f"{name}_NUM_THREADS": "1" for name in ("OPENBLAS", "OMP", "MKL")}
 
-# Runs in the child before the program: install the audit hook, then run main.py as __main__.
+# Runs in the child (python -I -S) before the program: put the environment's packages on the path,
+# install the audit hook, then run main.py as __main__.
 GUARD = r"""
 import os, sys
+_SITE = os.path.join(sys.prefix, "lib", "python%d.%d" % sys.version_info[:2], "site-packages")
+if os.path.isdir(_SITE):  # python -S skips the .pth files (they cost more than the program)
+    sys.path.append(_SITE)
 ROOT = os.path.realpath(os.getcwd())
 READ_ROOTS = tuple({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
                     sys.base_exec_prefix)}) + (ROOT,)
@@ -85,21 +139,35 @@ runpy.run_path("main.py", run_name="__main__")
 
 @dataclass(frozen=True)
 class SandboxLimits:
-    """Limits of one sandboxed run: wall clock (s), address space (MiB), CPU (s), file (MiB)."""
+    """Limits of one run: wall clock (s), address space per process (MiB), CPU (s, rounded up),
+    size of any file written and of stdout/stderr (MiB), open files, processes and threads
+    (where `isolation().process_limit`), size of the private folder with its files (MiB)."""
 
     timeout_s: float = 5.0
     memory_mb: int = 512
-    cpu_s: int = 5
+    cpu_s: float = 5
     file_mb: int = 16
     max_open_files: int = 64
+    max_processes: int = 16
+    folder_mb: int = 64
 
     def __post_init__(self) -> None:
-        for name in ("timeout_s", "memory_mb", "cpu_s", "file_mb", "max_open_files"):
-            value = getattr(self, name)
-            if not (isinstance(value, int | float) and value > 0 and value < float("inf")):
-                raise ValueError(f"SandboxLimits.{name} must be a positive number, got {value!r}")
-        if self.memory_mb < 64:
-            raise ValueError(f"memory_mb={self.memory_mb} is too small for Python; pass >= 64")
+        day = 86_400.0
+        cleaned = {
+            "timeout_s": validate.real("timeout_s", self.timeout_s, low=0, high=day, low_open=True),
+            "memory_mb": validate.integer("memory_mb", self.memory_mb, minimum=64, maximum=MIB),
+            "cpu_s": validate.real("cpu_s", self.cpu_s, low=0, high=day, low_open=True),
+            "file_mb": validate.integer("file_mb", self.file_mb, minimum=1, maximum=MIB),
+            "max_open_files": validate.integer(
+                "max_open_files", self.max_open_files, minimum=16, maximum=MIB
+            ),
+            "max_processes": validate.integer(
+                "max_processes", self.max_processes, minimum=1, maximum=4096
+            ),
+            "folder_mb": validate.integer("folder_mb", self.folder_mb, minimum=1, maximum=MIB),
+        }
+        for name, value in cleaned.items():  # store plain int/float (not e.g. numpy scalars)
+            object.__setattr__(self, name, value)
 
 
 @dataclass(frozen=True)
@@ -119,87 +187,373 @@ class SandboxResult:
         return self.status == "ok"
 
 
+@dataclass(frozen=True)
+class Isolation:
+    """The isolation layers run_sandboxed applies on this machine (from `isolation()`)."""
+
+    mode: str  # "namespaces", "user namespace", "unprivileged user" or "none"
+    namespaces: tuple[str, ...]
+    private_root: bool
+    user: str
+    no_new_privs: bool
+    process_limit: bool
+    reason: str = ""  # why stronger modes were not available ("" if none was tried in vain)
+
+    @property
+    def full(self) -> bool:
+        """True when the program runs in its own namespaces with a private root."""
+        return bool(self.namespaces) and self.private_root
+
+    def describe(self) -> str:
+        """One paragraph for a reader: which layers hold, and which are missing."""
+        ns = ", ".join(self.namespaces) + " namespaces" if self.namespaces else "no namespaces"
+        root = "a private read-only root" if self.private_root else "the host's file system"
+        text = (
+            f"Sandbox isolation ({self.mode}): {ns}; {root}; {self.user}; "
+            f"no_new_privs {'on' if self.no_new_privs else 'off'}; process count "
+            f"{'limited' if self.process_limit else 'not limited'}; kernel limits on memory, "
+            "CPU, file size and open files; wall-clock timeout; audit-hook tripwire."
+        )
+        return text + (f" Not available: {self.reason}" if self.reason else "")
+
+
+@dataclass(frozen=True)
+class _Mode:
+    """How to start one run: a command prefix and what the launcher must set up."""
+
+    name: str
+    prefix: tuple[str, ...]
+    private_root: bool
+    drop_uid: bool
+    setpriv: str | None
+
+
 def truncate(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
     """Keep the first and last limit/2 characters of `text`, as DataMind's interpreter does."""
-    if limit < 2:
-        raise ValueError(f"limit must be >= 2 characters, got {limit}")
+    text = validate.text("text", text, empty=True)
+    limit = validate.integer("limit", limit, minimum=2)
     if len(text) <= limit:
         return text
     half = limit // 2
     return text[:half] + f"\n...[{len(text) - 2 * half} characters cut]...\n" + text[-half:]
 
 
-def _set_limits(limits: SandboxLimits):
-    """Return a preexec function that applies the kernel limits in the child before exec."""
-    mib = 1024 * 1024
-
-    def apply() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_mb * mib,) * 2)
-        cpu = int(max(1, round(limits.cpu_s)))
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_mb * mib,) * 2)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (limits.max_open_files,) * 2)
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
-    return apply
-
-
-def _classify(returncode: int, stderr: str, limits: SandboxLimits) -> tuple[str, str]:
-    """Map an exit code and stderr to (status, message for the agent)."""
-    last = stderr.strip().splitlines()[-1] if stderr.strip() else ""
-    if returncode == 0:
-        return "ok", ""
-    if "MemoryError" in stderr:
-        return "memory", f"MemoryError: the program exceeded its {limits.memory_mb} MiB limit"
-    if returncode in (-signal.SIGXCPU, -signal.SIGKILL):
-        return "cpu", f"CPUTimeError: the program used more than {limits.cpu_s:g} s of CPU"
-    if returncode == -signal.SIGXFSZ:
-        return "error", f"FileSizeError: the program wrote more than {limits.file_mb} MiB"
-    if "PermissionError: sandbox:" in stderr:
-        return "blocked", last
-    return "error", last or f"the program exited with status {returncode}"
-
-
 def run_sandboxed(
     code: str, files: Mapping[str, str | Path] | None = None, limits: SandboxLimits | None = None
 ) -> SandboxResult:
-    """Run `code` as main.py in a fresh, limited Python process; `files` maps name -> source path.
+    """Run `code` as main.py in a fresh, isolated Python process; `files` maps name -> source path.
 
     The given files are copied into the private folder under their names (plain names only).
     """
-    if not isinstance(code, str):
-        raise ValueError(f"code must be a str of Python source, got {type(code).__name__}")
-    limits = SandboxLimits() if limits is None else limits
-    files = dict(files or {})
+    code = validate.text("code", code, empty=True)
+    if limits is None:
+        limits = SandboxLimits()
+    elif not isinstance(limits, SandboxLimits):
+        raise TypeError(f"limits must be a SandboxLimits or None, got {type(limits).__name__}")
+    return _execute(code, _checked_files(files), limits, _active_mode())
+
+
+def _checked_files(files) -> dict[str, Path]:
+    """Validate `files` (a mapping of plain names to existing files) and return it as a dict."""
+    if files is None:
+        return {}
+    if not isinstance(files, Mapping):
+        raise TypeError(f"files must be a mapping of name -> path, got {type(files).__name__}")
+    checked = {}
     for name, src in files.items():
-        if not name or os.sep in name or name.startswith(".") or name == "main.py":
+        name = validate.text("file name", name)
+        plain = "/" not in name and "\0" not in name and len(name.encode()) <= 255
+        if not plain or name.startswith(".") or name == "main.py":
             raise ValueError(f"file name {name!r} must be a plain name other than main.py")
+        if not isinstance(src, str | os.PathLike):
+            raise TypeError(f"files[{name!r}] must be a path, got {type(src).__name__}")
         if not Path(src).is_file():
             raise ValueError(f"file {src!s} for {name!r} does not exist; pass an existing file")
-    with tempfile.TemporaryDirectory(prefix="sandbox_") as workdir:
+        checked[name] = Path(src)
+    return checked
+
+
+# ------------------------------------------------------------------------ which layers hold
+
+
+_ACTIVE: tuple[_Mode, Isolation] | None = None
+
+
+def _candidate_modes() -> list[_Mode]:
+    """Isolation modes from strongest to weakest that this platform might support."""
+    unshare, setpriv = shutil.which("unshare"), shutil.which("setpriv")
+    root = sys.platform == "linux" and os.geteuid() == 0
+    modes = []
+    if sys.platform == "linux" and unshare and setpriv:
+        if root:
+            modes.append(_Mode("namespaces", (unshare, *UNSHARE_FLAGS), True, True, setpriv))
+        userns = (unshare, "--user", "--map-root-user", *UNSHARE_FLAGS)
+        modes.append(_Mode("user namespace", userns, True, False, setpriv))
+    if root and setpriv:
+        modes.append(_Mode("unprivileged user", (), False, True, setpriv))
+    return modes + [_Mode("none", (), False, False, setpriv if sys.platform == "linux" else None)]
+
+
+def _describe(mode: _Mode, reason: str) -> Isolation:
+    """The Isolation record of a mode that was found to work."""
+    users = {
+        "namespaces": "a fresh unprivileged uid/gid per run",
+        "user namespace": "root inside a user namespace, without capabilities",
+        "unprivileged user": "a fresh unprivileged uid/gid per run",
+        "none": "the caller's own user",
+    }
+    return Isolation(
+        mode=mode.name,
+        namespaces=NAMESPACES if mode.prefix else (),
+        private_root=mode.private_root,
+        user=users[mode.name],
+        no_new_privs=mode.setpriv is not None,
+        process_limit=_limits_processes(mode),
+        reason=reason,
+    )
+
+
+def _limits_processes(mode: _Mode) -> bool:
+    """RLIMIT_NPROC counts per real uid and spares the host's root: it holds for a fresh uid,
+    or in a user namespace started by another user."""
+    return mode.drop_uid or (bool(mode.prefix) and os.geteuid() != 0)
+
+
+def _probe() -> tuple[_Mode, Isolation]:
+    """Try each mode with a trivial program; keep the first that runs it exactly."""
+    limits = SandboxLimits(timeout_s=PROBE_TIMEOUT_S, memory_mb=512, cpu_s=PROBE_TIMEOUT_S)
+    failures = []
+    for mode in _candidate_modes():
+        result = _execute("print('ok')", {}, limits, mode)
+        if result.ok and result.stdout == "ok\n":
+            return mode, _describe(mode, "; ".join(failures))
+        failures.append(f"{mode.name} ({result.message or result.stderr.strip()[-200:]})")
+    raise RuntimeError("lib.sandbox cannot run Python at all: " + "; ".join(failures))
+
+
+def _active_mode() -> _Mode:
+    """The mode every run uses, probed once per process (with a warning if it is not full)."""
+    global _ACTIVE
+    if _ACTIVE is None:
+        _ACTIVE = _probe()
+        if not _ACTIVE[1].full:
+            warnings.warn(_ACTIVE[1].describe(), RuntimeWarning, stacklevel=3)
+    return _ACTIVE[0]
+
+
+def isolation() -> Isolation:
+    """The isolation layers sandboxed programs get on this machine (probed on first use)."""
+    _active_mode()
+    return _ACTIVE[1]
+
+
+# ------------------------------------------------------------------------------- one run
+
+
+def _binds(mode: _Mode) -> list[str]:
+    """Host paths the private root shows read-only: Python, shared libraries, setpriv."""
+    paths = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc/ld.so.cache"]
+    paths += ["/etc/localtime", sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
+    paths += [os.path.dirname(os.path.realpath(sys.executable))]
+    paths += [mode.setpriv] if mode.setpriv else []
+    kept: list[str] = []
+    for path in sorted({os.path.abspath(p) for p in paths if os.path.lexists(p)}):
+        if not any(path.startswith(k + "/") for k in kept):  # already inside a kept bind
+            kept.append(path)
+    return kept
+
+
+def _execute(code: str, files: dict[str, Path], limits: SandboxLimits, mode: _Mode):
+    """Stage `code` and `files` in a private temporary folder and run them under `mode`."""
+    uid = UID_BASE + secrets.randbelow(UID_SPAN) if mode.drop_uid else None
+    with tempfile.TemporaryDirectory(prefix="sandbox_", ignore_cleanup_errors=True) as tmp:
+        ctl = Path(tmp)
+        staging = ctl / "folder"
+        staging.mkdir()
+        os.mkdir(ctl / "root")
         for name, src in files.items():
-            shutil.copyfile(src, Path(workdir) / name)
-        (Path(workdir) / "main.py").write_text(code, encoding="utf-8")
-        return _run_in(workdir, limits)
+            shutil.copyfile(src, staging / name)
+        # surrogatepass: a str that is not valid Unicode still reaches Python, which reports it
+        (staging / "main.py").write_bytes(code.encode("utf-8", "surrogatepass"))
+        if uid is not None and not mode.private_root:
+            os.chmod(ctl, 0o711)  # the program's user must reach its folder, not list ours
+        inside = FOLDER if mode.private_root else str(staging)
+        config = {
+            "staging": str(staging),
+            "root": str(ctl / "root"),
+            "inside": inside,
+            "private_root": mode.private_root,
+            "binds": _binds(mode) if mode.private_root else [],
+            "uid": uid,
+            "gid": uid,
+            "setpriv": mode.setpriv,
+            "python": sys.executable,
+            "guard": GUARD,
+            "env": {**LAUNCH_ENV, **THREADS_ENV, "HOME": inside, "TMPDIR": inside},
+            "folder_bytes": limits.folder_mb * MIB,
+            "limits": {
+                "as_bytes": limits.memory_mb * MIB,
+                "cpu_s": max(1, int(-(-limits.cpu_s // 1))),  # the kernel counts whole seconds
+                "fsize_bytes": limits.file_mb * MIB,
+                "nofile": limits.max_open_files,
+                "nproc": limits.max_processes if _limits_processes(mode) else None,
+            },
+        }
+        return _launch(ctl, config, mode, limits)
 
 
-def _run_in(workdir: str, limits: SandboxLimits) -> SandboxResult:
-    """Start the guarded child in `workdir`, wait at most timeout_s, and kill its group if late."""
-    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+def _launch(ctl: Path, config: dict, mode: _Mode, limits: SandboxLimits) -> SandboxResult:
+    """Start the launcher, give the program timeout_s from the moment it starts, kill the
+    launcher's whole group, and read what it left."""
     start = time.monotonic()
-    proc = subprocess.Popen(
-        [sys.executable, "-I", "-B", "-c", GUARD], cwd=workdir, env=env, text=True,
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        preexec_fn=_set_limits(limits), start_new_session=True,
-    )  # fmt: skip
     try:
-        out, err = proc.communicate(timeout=limits.timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # the child leads its own session: kill all of it
-        out, err = proc.communicate()
-        message = f"TimeoutError: the program ran longer than {limits.timeout_s:g} s and was killed"
-        wall = time.monotonic() - start
-        return SandboxResult("timeout", truncate(out), truncate(err), None, wall, message)
+        proc, ready = _start_launcher(ctl, config, mode)
+    except OSError as error:
+        message = f"SandboxError: could not start the sandbox ({error})"
+        return SandboxResult("error", "", "", None, 0.0, message)
+    set_up = _wait_ready(ready, SETUP_TIMEOUT_S)
+    timed_out = set_up and not _wait_exit(proc, limits.timeout_s)
+    reaped = _kill_group(proc)
     wall = time.monotonic() - start
-    status, message = _classify(proc.returncode, err, limits)
-    return SandboxResult(status, truncate(out), truncate(err), proc.returncode, wall, message)
+    stdout, stderr = _read_capped(ctl / "stdout"), _read_capped(ctl / "stderr")
+    state = _read_status(ctl / "status")
+    if not set_up:
+        message = f"SandboxError: the sandbox took longer than {SETUP_TIMEOUT_S:g} s to start"
+        return SandboxResult("error", stdout, stderr, None, wall, message)
+    if timed_out:
+        message = f"TimeoutError: the program ran longer than {limits.timeout_s:g} s and was killed"
+        if not reaped:
+            message += f" (its processes were still dying after {KILL_GRACE_S:g} s)"
+        return SandboxResult("timeout", stdout, stderr, None, wall, message)
+    if state is None or "setup_error" in state:
+        why = state["setup_error"] if state else _read_capped(ctl / "log", 400).strip()
+        message = f"SandboxError: the sandbox failed before the program ran ({why})"
+        return SandboxResult("error", stdout, stderr, None, wall, message)
+    returncode = state.get("exit", -state.get("signal", 0))
+    status, message = _classify(state, stderr, limits)
+    return SandboxResult(status, stdout, stderr, returncode, wall, message)
+
+
+def _start_launcher(ctl: Path, config: dict, mode: _Mode) -> tuple[subprocess.Popen, int]:
+    """Start the launcher in its own session, writing into files in `ctl`; return it and the
+    pipe on which it reports that the program started."""
+    ready, ready_w = os.pipe()
+    launcher = [sys.executable, "-I", "-S", str(LAUNCHER), str(ctl / "launch.marshal")]
+    try:
+        with (
+            open(ctl / "stdout", "wb") as out,
+            open(ctl / "stderr", "wb") as err,
+            open(ctl / "status", "wb") as status,
+            open(ctl / "log", "wb") as log,
+        ):
+            fds = (out.fileno(), err.fileno(), ready_w)
+            config |= {"stdout_fd": fds[0], "stderr_fd": fds[1], "ready_fd": ready_w}
+            (ctl / "launch.marshal").write_bytes(marshal.dumps(config))
+            proc = subprocess.Popen(
+                [*mode.prefix, *launcher], stdin=subprocess.DEVNULL, stdout=status, stderr=log,
+                cwd=ctl, env=LAUNCH_ENV, pass_fds=fds, start_new_session=True,
+            )  # fmt: skip
+    except OSError:
+        os.close(ready)
+        raise
+    finally:
+        os.close(ready_w)
+    return proc, ready
+
+
+def _wait_ready(ready: int, timeout: float) -> bool:
+    """Wait up to `timeout` s for the launcher to start the program or to end (the pipe then
+    reads "1" or nothing); close the pipe; False if neither happened in time."""
+    try:
+        poller = select.poll()
+        poller.register(ready, select.POLLIN)
+        return bool(poller.poll(timeout * 1000))
+    finally:
+        os.close(ready)
+
+
+def _wait_exit(proc: subprocess.Popen, timeout: float) -> bool:
+    """Wait up to `timeout` s for `proc` to exit, without reaping it; True if it exited."""
+    deadline = time.monotonic() + timeout
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # not Linux >= 5.3: poll instead
+        pidfd = None
+    if pidfd is not None:
+        try:
+            poller = select.poll()
+            poller.register(pidfd, select.POLLIN)
+            return bool(poller.poll(max(0.0, deadline - time.monotonic()) * 1000))
+        finally:
+            os.close(pidfd)
+    while time.monotonic() < deadline:
+        if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def _kill_group(proc: subprocess.Popen) -> bool:
+    """SIGKILL the launcher's process group (its unreaped leader keeps the group id ours),
+    then reap the leader within KILL_GRACE_S; True if it was reaped."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=KILL_GRACE_S)
+        return True
+    except subprocess.TimeoutExpired:
+        return False
+
+
+def _read_capped(path: Path, limit: int = MAX_OUTPUT_CHARS) -> str:
+    """Head and tail of a possibly huge output file, decoded with replacement (never raises)."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size <= 4 * limit:  # a UTF-8 character has at most 4 bytes
+            return truncate(f.read(size).decode("utf-8", "replace"), limit)
+        head = f.read(2 * limit)
+        f.seek(size - 2 * limit)
+        tail = f.read(2 * limit)
+    half = limit // 2
+    head_text = head.decode("utf-8", "replace")[:half]
+    tail_text = tail.decode("utf-8", "replace")[-half:]
+    cut = size - len(head_text.encode()) - len(tail_text.encode())
+    return f"{head_text}\n...[about {cut} bytes cut]...\n{tail_text}"
+
+
+def _read_status(path: Path) -> dict | None:
+    """The launcher's status line as a dict of str -> int/float/str, or None if garbled."""
+    try:
+        state = json.loads(path.read_bytes()[:4096].decode("utf-8", "replace"))
+    except ValueError:
+        return None
+    if not isinstance(state, dict):
+        return None
+    ok_types = {"exit": int, "signal": int, "cpu_s": float | int, "setup_error": str}
+    for key, value in state.items():
+        if key not in ok_types or isinstance(value, bool) or not isinstance(value, ok_types[key]):
+            return None
+    return state if {"exit", "signal", "setup_error"} & state.keys() else None
+
+
+def _classify(state: dict, stderr: str, limits: SandboxLimits) -> tuple[str, str]:
+    """Map the program's exit (code or signal, CPU seconds) and stderr to (status, message)."""
+    last = stderr.strip().splitlines()[-1] if stderr.strip() else ""
+    sig, cpu = state.get("signal"), state.get("cpu_s", 0.0)
+    if state.get("exit") == 0:
+        return "ok", ""
+    if "MemoryError" in stderr:
+        return "memory", f"MemoryError: the program exceeded its {limits.memory_mb} MiB limit"
+    if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= limits.cpu_s - 0.05):
+        return "cpu", f"CPUTimeError: the program used more than {limits.cpu_s:g} s of CPU"
+    if sig == signal.SIGXFSZ or f"[Errno {errno.EFBIG}]" in stderr:
+        what = f"more than {limits.file_mb} MiB to a file or to its output"
+        return "error", f"FileSizeError: the program wrote {what}"
+    if "PermissionError: sandbox:" in stderr:
+        return "blocked", last
+    if sig is not None:
+        names = {int(s): s.name for s in signal.Signals}  # real-time signals have no name
+        return "error", f"the program was killed by {names.get(sig, f'signal {sig}')}"
+    return "error", last or f"the program exited with status {state['exit']}"

@@ -23,6 +23,8 @@ import scipy.sparse.linalg as spla
 from scipy.sparse.csgraph import connected_components
 from scipy.special import entr
 
+from lib import validate
+
 MAX_STATES = 1 << 20  # V**order above this would not fit a dense next-token table
 
 
@@ -132,8 +134,7 @@ class MarkovChain:
 
 
 def _check_int(name: str, value: object, low: int) -> None:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < low:
-        raise ValueError(f"{name}={value!r} must be an integer >= {low}")
+    validate.integer(name, value, minimum=low)
 
 
 def _de_bruijn(V: int, k: int) -> np.ndarray:
@@ -238,7 +239,13 @@ class Language:
         inverse = np.full(self.vocab_size, -1, dtype=np.int64)
         inverse[self.token_map] = np.arange(len(self.token_map))
         x = np.asarray(tokens)
-        if not np.issubdtype(x.dtype, np.integer) or x.min() < 0 or x.max() >= self.vocab_size:
+        k = self.chain.order
+        if x.ndim < 1 or x.shape[-1] <= k or not np.issubdtype(x.dtype, np.integer):
+            raise ValueError(
+                f"tokens must be integer ids with last axis > order={k}, "
+                f"got shape {x.shape} dtype {x.dtype}"
+            )
+        if x.min() < 0 or x.max() >= self.vocab_size:
             raise ValueError(f"tokens must be integer ids in [0, {self.vocab_size})")
         concepts = inverse[x]
         if concepts.min() < 0:

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from lib import validate
 from lib.lm import LMConfig, ParamCounts, TransformerLM, count_params, flops_per_token
 
 SCHEDULES = ("constant", "cosine", "linear", "wsd")
@@ -58,33 +59,23 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "seq_len", "eval_windows"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or v <= 0:
-                raise ValueError(f"{name}={v!r} must be a positive integer")
+            validate.integer(name, getattr(self, name), minimum=1)
         for name in ("warmup_steps", "eval_every", "seed"):
-            v = getattr(self, name)
-            if not isinstance(v, int) or v < 0:
-                raise ValueError(f"{name}={v!r} must be an integer >= 0")
+            validate.integer(name, getattr(self, name), minimum=0)
+        if self.data_seed is not None:
+            validate.integer("data_seed", self.data_seed, minimum=0)
         if self.warmup_steps > self.steps:
             raise ValueError(f"warmup_steps={self.warmup_steps} must be <= steps={self.steps}")
-        if not (math.isfinite(self.lr) and self.lr > 0):
-            raise ValueError(f"lr={self.lr!r} must be finite and > 0")
+        validate.real("lr", self.lr, low=0.0, low_open=True)
         for name in ("weight_decay", "grad_clip"):
-            v = getattr(self, name)
-            if not (math.isfinite(v) and v >= 0):
-                raise ValueError(f"{name}={v!r} must be finite and >= 0")
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"schedule={self.schedule!r} is unknown; use one of {SCHEDULES}")
-        if not 0 < self.decay_frac <= 1:
-            raise ValueError(f"decay_frac={self.decay_frac!r} must be in (0, 1]")
-        if not 0 <= self.min_lr_ratio <= 1:
-            raise ValueError(f"min_lr_ratio={self.min_lr_ratio!r} must be in [0, 1]")
-        if len(self.betas) != 2 or not all(0 <= b < 1 for b in self.betas):
-            raise ValueError(f"betas={self.betas!r} must be two numbers in [0, 1)")
-        if self.data_seed is not None and (
-            not isinstance(self.data_seed, int) or self.data_seed < 0
-        ):
-            raise ValueError(f"data_seed={self.data_seed!r} must be None or an integer >= 0")
+            validate.real(name, getattr(self, name), low=0.0)
+        validate.choice("schedule", self.schedule, SCHEDULES)
+        validate.real("decay_frac", self.decay_frac, low=0.0, high=1.0, low_open=True)
+        validate.probability("min_lr_ratio", self.min_lr_ratio)
+        if not isinstance(self.betas, tuple | list) or len(self.betas) != 2:
+            raise TypeError(f"betas must be a pair of numbers in [0, 1), got {self.betas!r}")
+        for i, b in enumerate(self.betas):
+            validate.real(f"betas[{i}]", b, low=0.0, high=1.0, high_open=True)
 
     @property
     def tokens(self) -> int:
@@ -291,9 +282,11 @@ def train(
     step, e.g. to record an exact population loss (its time counts as evaluation time).
     """
     if not isinstance(model_cfg, LMConfig):
-        raise ValueError(f"model_cfg={model_cfg!r} must be an LMConfig")
+        raise TypeError(f"model_cfg must be an LMConfig, got {type(model_cfg).__name__}")
     if not isinstance(train_cfg, TrainConfig):
-        raise ValueError(f"train_cfg={train_cfg!r} must be a TrainConfig")
+        raise TypeError(f"train_cfg must be a TrainConfig, got {type(train_cfg).__name__}")
+    if not isinstance(device, torch.device):
+        validate.choice("device", device, ("cpu", "cuda"))
     if train_cfg.seq_len > model_cfg.max_seq_len:
         raise ValueError(f"seq_len={train_cfg.seq_len} exceeds max_seq_len={model_cfg.max_seq_len}")
     if (train_tokens is None) == (batch_fn is None):
@@ -371,6 +364,11 @@ def _run(
         opt.step()
         opt.zero_grad(set_to_none=True)
         losses[step], auxes[step] = loss.detach(), aux.detach()
+        if not torch.isfinite(loss):
+            raise FloatingPointError(
+                f"training diverged: the loss is {loss.item()} at step {step} (lr "
+                f"{cfg.lr * scale[step]:.3g}); lower lr, raise warmup_steps or clip gradients"
+            )
         done = step + 1
         due = done == cfg.steps or (cfg.eval_every > 0 and done % cfg.eval_every == 0)
         te = time.perf_counter()

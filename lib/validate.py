@@ -27,9 +27,10 @@ def _shown(value) -> str:
 def integer(name: str, value, *, minimum: int | None = None, maximum: int | None = None) -> int:
     """Return `value` as an int in [minimum, maximum]; bools, floats and strings are refused."""
     if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Integral):
+        floor = "" if minimum is None else f" >= {minimum}"
         raise TypeError(
             f"{name} must be an integer, got {type(value).__name__} {_shown(value)}; "
-            f"pass e.g. {name}={minimum if minimum is not None else 1}"
+            f"pass a whole number{floor}"
         )
     value = int(value)
     if minimum is not None and value < minimum:
@@ -126,6 +127,20 @@ def array(
     if high is not None and np.any(arr > high):
         raise ValueError(f"{name} must be <= {high:g} everywhere, got max {arr.max():g}")
     return arr
+
+
+def integer_array(
+    name: str, x, *, minimum: int | None = None, ndim: int | None = None
+) -> np.ndarray:
+    """Return x as an int64 array of whole numbers (each >= minimum if given); bools refused."""
+    if isinstance(x, bool | np.bool_) or np.asarray(x).dtype == bool:
+        raise TypeError(f"{name} must be whole numbers, not booleans, got {_shown(x)}")
+    arr = array(name, x, ndim=ndim)
+    if np.any(arr != np.round(arr)):
+        raise ValueError(f"{name} must be whole numbers, got {_shown(x)}")
+    if minimum is not None and np.any(arr < minimum):
+        raise ValueError(f"{name} must be >= {minimum} everywhere, got min {arr.min():g}")
+    return arr.astype(np.int64)
 
 
 def same_length(**arrays: np.ndarray) -> int:

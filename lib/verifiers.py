@@ -19,7 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import brentq
-from scipy.stats import norm
+from scipy.stats import binomtest, norm
+
+from lib import validate
 
 Sampler = Callable[[int, np.random.Generator], tuple[np.ndarray, np.ndarray]]
 
@@ -28,20 +30,15 @@ Sampler = Callable[[int, np.random.Generator], tuple[np.ndarray, np.ndarray]]
 
 
 def _check_base_acc(base_acc: float) -> float:
-    pi = float(base_acc)
-    if not np.isfinite(pi) or not 0.0 < pi < 1.0:
-        raise ValueError(f"base_acc must be a probability strictly between 0 and 1, got {base_acc}")
-    return pi
+    return validate.probability("base_acc", base_acc, open_ends=True)
 
 
 def _check_roc(fpr, tpr) -> tuple[np.ndarray, np.ndarray]:
-    """Validate a ROC given as vertex arrays; return them as float arrays."""
-    F, T = np.asarray(fpr, dtype=float), np.asarray(tpr, dtype=float)
-    if F.ndim != 1 or F.shape != T.shape or F.size < 2:
-        raise ValueError(f"fpr and tpr must be 1-D of one length >= 2, got {F.shape}, {T.shape}")
+    """Validate a ROC given as vertex arrays: non-decreasing rates from (0, 0) to (1, 1)."""
+    F = validate.array("fpr", fpr, low=0.0, high=1.0, min_size=2)
+    T = validate.array("tpr", tpr, low=0.0, high=1.0, min_size=2)
+    validate.same_length(fpr=F, tpr=T)
     for name, x in (("fpr", F), ("tpr", T)):
-        if not np.all(np.isfinite(x)) or x.min() < 0 or x.max() > 1:
-            raise ValueError(f"{name} must hold finite rates in [0, 1], got {x}")
         if np.any(np.diff(x) < 0):
             raise ValueError(f"{name} must be non-decreasing from (0, 0) to (1, 1), got {x}")
     if F[0] != 0 or T[0] != 0 or F[-1] != 1 or T[-1] != 1:
@@ -50,32 +47,40 @@ def _check_roc(fpr, tpr) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _check_counts(name: str, n) -> np.ndarray:
-    arr = np.asarray(n)
-    if arr.size == 0 or not np.issubdtype(arr.dtype, np.number) or not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be finite positive integers, got {n!r}")
-    if np.any(arr < 1) or np.any(arr != np.round(arr)):
-        raise ValueError(f"{name} must be integers >= 1 (samples per query), got {n!r}")
-    return arr.astype(np.int64)
+    return validate.integer_array(name, n, minimum=1)
 
 
 # --------------------------------------------------------------------------- theory
 
 
-def roc_from_scores(pos, neg) -> tuple[np.ndarray, np.ndarray]:
+def roc_from_scores(pos, neg, pos_weight=None, neg_weight=None) -> tuple[np.ndarray, np.ndarray]:
     """Empirical ROC (fpr, tpr) of verifier scores of correct (`pos`) and wrong (`neg`) answers.
 
     One vertex per distinct score s, descending: F = P[neg >= s], T = P[pos >= s], after (0, 0).
     Tied scores thus form one linear segment, which is what random tie-breaking realises.
+    Optional non-negative weights make each score count in proportion (a weighted sample).
     """
-    pos, neg = np.asarray(pos, dtype=float).ravel(), np.asarray(neg, dtype=float).ravel()
-    for name, x in (("pos", pos), ("neg", neg)):
-        if x.size == 0 or not np.all(np.isfinite(x)):
-            raise ValueError(f"{name} must be a non-empty array of finite scores, got {x}")
+    pos = validate.array("pos", np.ravel(pos))
+    neg = validate.array("neg", np.ravel(neg))
+    rates = []
+    for name, x, w in (("pos", pos, pos_weight), ("neg", neg, neg_weight)):
+        w = np.ones_like(x) if w is None else validate.array(f"{name}_weight", w, nonnegative=True)
+        validate.same_length(**{name: x, f"{name}_weight": w})
+        if w.sum() <= 0:
+            raise ValueError(f"{name}_weight must not be all zero")
+        rates.append((x, w / w.sum()))
     thresholds = np.unique(np.concatenate([pos, neg]))[::-1]
-    # Counting scores >= s with searchsorted on sorted copies: O((n + m) log(n + m)).
-    F = 1.0 - np.searchsorted(np.sort(neg), thresholds, side="left") / neg.size
-    T = 1.0 - np.searchsorted(np.sort(pos), thresholds, side="left") / pos.size
+    (T, F) = (_rate_at_or_above(x, w, thresholds) for x, w in rates)
     return np.concatenate([[0.0], F]), np.concatenate([[0.0], T])
+
+
+def _rate_at_or_above(x: np.ndarray, w: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
+    """Weighted P[x >= s] at each threshold s (descending); exactly 1 at the lowest score."""
+    order = np.argsort(x)
+    tail = np.concatenate([np.cumsum(w[order][::-1])[::-1], [0.0]])  # weight at or above rank i
+    rate = np.minimum(tail[np.searchsorted(x[order], thresholds, side="left")], 1.0)
+    rate[thresholds <= x.min()] = 1.0  # rounding must not leave the ROC short of (1, 1)
+    return rate
 
 
 def bon_accuracy(fpr, tpr, base_acc: float, n):
@@ -275,41 +280,134 @@ def simulate_rs(sample: Sampler, threshold: float, episodes: int, rng: np.random
 
 @dataclass(frozen=True)
 class Prediction:
-    """Theory applied to a calibration sample: BoN at each n, RS at each threshold, with SEs."""
+    """Theory applied to calibration draws: BoN at each n, RS at each threshold, 95% intervals.
+
+    BoN intervals are bootstrap percentiles over resamples of the calibration draws. RS accuracy
+    at a threshold is the share k / m of correct answers among the m calibration draws at or
+    above it, so its interval is exact (Clopper-Pearson): it stays honest when k = m, where a
+    bootstrap collapses to a point.
+    """
 
     bon: np.ndarray
-    bon_se: np.ndarray
+    bon_lo: np.ndarray
+    bon_hi: np.ndarray
     rs_accuracy: np.ndarray
-    rs_accuracy_se: np.ndarray
+    rs_lo: np.ndarray
+    rs_hi: np.ndarray
     rs_compute: np.ndarray
-
-
-def _plug_in(scores, correct, n, thresholds) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    pi = correct.mean()
-    F, T = roc_from_scores(scores[correct], scores[~correct])
-    pos, neg = scores[correct][:, None], scores[~correct][:, None]
-    q_T, q_F = (pos >= thresholds).mean(axis=0), (neg >= thresholds).mean(axis=0)
-    q = pi * q_T + (1 - pi) * q_F  # the ROC vertex of each threshold, Prop. 1
-    return bon_accuracy(F, T, pi, n), pi * q_T / q, 1.0 / q
 
 
 def predict_from_calibration(scores, correct, n, thresholds, n_boot: int,
                              rng: np.random.Generator) -> Prediction:  # fmt: skip
-    """Estimate pi and the ROC from calibration draws, predict BoN(n) and RS(thresholds).
-
-    The SEs are bootstrap standard deviations over `n_boot` resamples of the calibration draws.
-    """
-    scores, correct = np.asarray(scores, dtype=float), np.asarray(correct, dtype=bool)
-    thresholds = np.asarray(thresholds, dtype=float)
-    if scores.shape != correct.shape or scores.ndim != 1 or not 0 < correct.sum() < correct.size:
-        raise ValueError(f"need 1-D scores/correct of one shape with both labels, got {correct}")
-    if not np.all(np.isfinite(thresholds)) or np.any(thresholds > scores.max()):
-        raise ValueError(f"thresholds must be finite and <= the top score, got {thresholds}")
-    bon, rs_a, rs_c = _plug_in(scores, correct, n, thresholds)
+    """Estimate pi and the ROC from calibration draws, predict BoN(n) and RS(thresholds)."""
+    scores = validate.array("scores", scores)
+    correct = np.asarray(correct)
+    if correct.dtype != bool or correct.shape != scores.shape:
+        raise TypeError(f"correct must be a boolean array shaped like scores {scores.shape}")
+    if not 0 < correct.sum() < correct.size:
+        raise ValueError("calibration draws need both correct and wrong answers")
+    thresholds = validate.array("thresholds", thresholds, high=scores.max())
+    n = _check_counts("n", n)
+    n_boot = validate.integer("n_boot", n_boot, minimum=2)
+    pi = correct.mean()
+    bon = bon_accuracy(*roc_from_scores(scores[correct], scores[~correct]), pi, n)
     boots = []
     while len(boots) < n_boot:
         i = rng.integers(0, scores.size, scores.size)
-        if 0 < correct[i].sum() < i.size and scores[i].max() >= thresholds.max():
-            boots.append(_plug_in(scores[i], correct[i], n, thresholds)[:2])
-    bon_se, rs_se = (np.std([b[k] for b in boots], axis=0, ddof=1) for k in (0, 1))
-    return Prediction(bon, bon_se, rs_a, rs_se, rs_c)
+        if 0 < correct[i].sum() < i.size:
+            pos, neg = scores[i][correct[i]], scores[i][~correct[i]]
+            boots.append(bon_accuracy(*roc_from_scores(pos, neg), correct[i].mean(), n))
+    bon_lo, bon_hi = np.percentile(boots, [2.5, 97.5], axis=0)
+    accepted = scores[:, None] >= thresholds  # (draws, thresholds)
+    m, k = accepted.sum(axis=0), (accepted & correct[:, None]).sum(axis=0)
+    ci = [
+        binomtest(int(kj), int(mj)).proportion_ci(0.95, "exact")
+        for kj, mj in zip(k, m, strict=True)
+    ]
+    return Prediction(bon, bon_lo, bon_hi, k / m, np.array([c.low for c in ci]),
+                      np.array([c.high for c in ci]), scores.size / m)  # fmt: skip
+
+
+# --------------------------------------------------------------------------- a real pair
+
+
+@dataclass(frozen=True)
+class JudgedQuery:
+    """One real query: a generator's answer distribution and a pool of judge scores per answer.
+
+    answer_probs: (k,) probability that the generator answers each of k labels; correct: the
+    true label; pool: (m, k) scores a noisy judge gave each label in m independent calls. An
+    answer is a label drawn from answer_probs, scored by a uniformly drawn row of the pool, so
+    the pool's empirical law is the query's exact score distribution (discrete, with ties).
+    """
+
+    answer_probs: np.ndarray
+    correct: int
+    pool: np.ndarray
+
+    @property
+    def pi(self) -> float:
+        """Base accuracy: the chance that one generated answer is correct."""
+        return float(self.answer_probs[self.correct])
+
+    def roc(self) -> tuple[np.ndarray, np.ndarray]:
+        """Exact ROC of the pool: the correct label's scores against the wrong labels' scores,
+        each wrong label weighted by its share of the wrong answers."""
+        wrong = np.delete(np.arange(self.answer_probs.size), self.correct)
+        weight = np.broadcast_to(self.answer_probs[wrong], (len(self.pool), wrong.size))
+        return roc_from_scores(self.pool[:, self.correct], self.pool[:, wrong].ravel(),
+                               neg_weight=weight.ravel())  # fmt: skip
+
+    def sample(self, size: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """Draw `size` answers: (scores, correct) arrays of shape (size,)."""
+        labels = rng.choice(self.answer_probs.size, size=size, p=self.answer_probs)
+        scores = self.pool[rng.integers(0, len(self.pool), size), labels]
+        return scores, labels == self.correct
+
+
+def judge_digits(
+    seed: int,
+    n_queries: int,
+    n_generator: int = 60,
+    n_verifier: int = 150,
+    noise: float = 0.5,
+    calls: int = 5,
+    pool: int = 1000,
+) -> list[JudgedQuery]:
+    """A real generator-verifier pair on scikit-learn's 8x8 digits, one JudgedQuery per test image.
+
+    Generator: a logistic regression trained on `n_generator` images, sampled at temperature 1.
+    Judge: a second logistic regression trained on `n_verifier` other images; like the paper's
+    LLM judges (a 0-10 score averaged over 5 runs), it scores a label by round(10 p) / 10 of its
+    probability on a noisy copy of the image (Gaussian pixel noise, std `noise` on [0, 1] pixels),
+    averaged over `calls` calls. Splits and noise come from `seed`.
+    """
+    from sklearn.datasets import load_digits
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import train_test_split
+
+    seed = validate.integer("seed", seed, minimum=0)
+    X, y = load_digits(return_X_y=True)
+    X = X / 16.0
+    n_gen = validate.integer("n_generator", n_generator, minimum=10)
+    n_ver = validate.integer("n_verifier", n_verifier, minimum=10)
+    n_q = validate.integer("n_queries", n_queries, minimum=1, maximum=len(y) - n_gen - n_ver)
+    noise = validate.real("noise", noise, low=0.0)
+    calls = validate.integer("calls", calls, minimum=1)
+    pool = validate.integer("pool", pool, minimum=1)
+    rng = np.random.default_rng(seed)
+    split = int(rng.integers(2**31))  # stratified splits: every digit is seen by both models
+    gen_i, rest = train_test_split(
+        np.arange(len(y)), train_size=n_gen, stratify=y, random_state=split
+    )
+    ver_i, query_i = train_test_split(rest, train_size=n_ver, stratify=y[rest], random_state=split)
+    query_i = rng.permutation(query_i)
+    generator = LogisticRegression(max_iter=2000).fit(X[gen_i], y[gen_i])
+    judge = LogisticRegression(max_iter=2000).fit(X[ver_i], y[ver_i])
+    queries = []
+    for i in query_i[:n_q]:
+        noisy = X[i] + noise * rng.standard_normal((pool * calls, X.shape[1]))
+        probs = judge.predict_proba(noisy).reshape(pool, calls, -1)
+        scores = np.round(10 * probs).mean(axis=1) / 10  # (pool, 10): each label's score
+        queries.append(JudgedQuery(generator.predict_proba(X[i : i + 1])[0], int(y[i]), scores))
+    return queries

@@ -70,7 +70,7 @@ def test_inconclusive_is_computed_from_the_replicates():
     mean, _, q, q_power = t_interval(values.reshape(1, -1))
     assert math.isclose(check.detectable, (q + q_power) * se)
     assert check.detectable > 0.2  # the detectable effect exceeds the predicted one
-    assert check.needed == math.ceil(4 * (check.detectable / 0.2) ** 2)
+    assert check.needed == max(math.ceil(4 * (check.detectable / 0.2) ** 2), 8)
     assert "full" in check.outcome_text() and checks.verdict() == "Inconclusive"
 
 
@@ -85,6 +85,16 @@ def test_the_suggested_replicates_resolve_it():
         for s in range(40)
     ]  # fmt: skip
     assert outcomes.count("pass") >= 24  # about 80% power by construction
+
+
+def test_an_unlucky_inconclusive_asks_for_more_replicates_not_fewer():
+    """Detectable effect already under the predicted one, yet the interval straddles the bound."""
+    checks = chapter(("a", True))
+    z = np.array([-1.5, -1.0, -0.6, -0.3, 0.0, 0.0, 0.3, 0.6, 1.0, 1.5])
+    values = 0.05 + 0.079 * z / z.std(ddof=1)  # mean 0.05, SE 0.025 over 10 replicates
+    check = checks.evidence("a", "q", values, within=(-0.1, 0.1), predicted=0.0, paper="0")
+    assert check.outcome == "inconclusive" and check.detectable < 0.1
+    assert check.needed == 20
 
 
 def test_many_settings_use_a_bonferroni_interval_and_the_worst_decides():

@@ -1,4 +1,4 @@
-"""Tests of lib.curation: closed forms, planted geometries, Monte Carlo moments, validation."""
+"""Tests of lib.curation: closed forms, planted geometries, Monte Carlo moments, bad input."""
 
 from __future__ import annotations
 
@@ -9,9 +9,13 @@ import pytest
 from scipy.stats import norm
 
 from lib.curation import (
+    FULL,
+    Cell,
     Geometry,
     Rule,
+    critical_ratios,
     curation_constants,
+    curation_gain,
     error_from_cos,
     fit_ridge,
     independent_errors,
@@ -21,19 +25,16 @@ from lib.curation import (
     predict_best_lambda,
     predict_collapse,
     predict_error,
+    predict_tuned,
+    simulate_cells,
     simulate_collapse,
     simulate_errors,
-    simulate_seeds,
+    simulate_replicates,
+    tuned_cell,
 )
 
-
-@pytest.fixture(autouse=True)
-def _one_blas_thread():
-    """Small solves run several times faster on one BLAS thread on a shared 2-core machine."""
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(1):
-        yield
+GEO = independent_errors(0.9, 0.9)
+RNG = np.random.default_rng(0)
 
 
 @pytest.mark.parametrize("ratio", [2.0, 20.0])
@@ -41,12 +42,12 @@ def test_ols_no_pruning_matches_closed_form(ratio):
     # rho = 1, lambda -> 0, psi = d/n < 1: E = arctan(sqrt((pi/2 - 1) psi / (1 - psi))) / pi
     psi = 1 / ratio
     closed = math.atan(math.sqrt((math.pi / 2 - 1) * psi / (1 - psi))) / math.pi
-    pred = predict_error(ratio * 100, 100, 1e-10, Geometry(1.0, 0.9, 0.9), Rule("all"))
+    pred = predict_error(ratio * 100, 100, 1e-10, Geometry(1.0, 0.9, 0.9), FULL)
     assert pred.error == pytest.approx(closed, abs=1e-7)
 
 
 def test_infinite_data_recovers_generator_error():
-    pred = predict_error(1e10, 100, 1e-6, independent_errors(0.7, 0.9), Rule("all"))
+    pred = predict_error(1e10, 100, 1e-6, independent_errors(0.7, 0.9), FULL)
     assert pred.error == pytest.approx(math.acos(0.7) / math.pi, abs=1e-5)
 
 
@@ -66,7 +67,7 @@ def test_constants_match_closed_forms(p_q):
     assert ce.p == pytest.approx(p_q, abs=1e-12)
     assert ce.gamma == pytest.approx(p_q + 2 * easy.alpha * norm.pdf(easy.alpha), abs=1e-12)
     # keep-hard and keep-easy at complementary fractions add up to the full-data constants
-    full = curation_constants(Rule("all"), rho_g)
+    full = curation_constants(FULL, rho_g)
     comp = curation_constants(Rule("keep_easy", 1 - p_q), rho_g)
     assert c.beta_tilde + comp.beta_tilde == pytest.approx(full.beta_tilde, abs=1e-10)
     assert full.beta_tilde == pytest.approx(rho_g * math.sqrt(2 / math.pi), abs=1e-12)
@@ -103,69 +104,132 @@ def test_directions_have_exact_alignments():
     assert w_o @ w_g == pytest.approx(0.85)
 
 
-def test_fit_ridge_matches_direct_solve():
+@pytest.mark.parametrize("lams", [[0.1, 1.0], [0.01, 0.1, 1.0, 10.0]])
+def test_fit_ridge_matches_direct_solve(lams):
+    """Both paths (a direct solve for a few penalties, one eigendecomposition for a grid)."""
     rng = np.random.default_rng(2)
     X, y = rng.standard_normal((40, 5)), rng.standard_normal(40)
     keep = rng.random(40) < 0.6
-    W = fit_ridge(X, y, keep, np.array([0.1, 1.0]))
+    W = fit_ridge(X, y, keep, np.array(lams))
     D = np.diag(keep.astype(float))
-    for w, lam in zip(W, [0.1, 1.0], strict=True):
+    for w, lam in zip(W, lams, strict=True):
         direct = np.linalg.solve(X.T @ D @ X / 40 + lam * np.eye(5), X.T @ D @ y / 40)
         np.testing.assert_allclose(w, direct, atol=1e-10)
 
 
 def test_simulation_agrees_with_theory():
-    geo, rules = independent_errors(0.9, 0.95), [Rule("all"), Rule("keep_easy", 0.4, True)]
-    sims = simulate_seeds(2000, 100, [0.1], geo, rules, 6, (3,))
-    assert np.array_equal(sims[1], simulate_errors(2000, 100, [0.1], geo, rules, [3, 1]))
+    geo, rules = independent_errors(0.9, 0.95), (FULL, Rule("keep_easy", 0.4, True))
+    cell = Cell(2000, geo, rules, (0.1, 0.1))
+    sims = simulate_replicates([cell], 100, list(range(6)))[:, 0]  # (6 replicates, 2 rules)
+    assert np.array_equal(sims[1], simulate_cells([cell], 100, 1)[0])
     for i, rule in enumerate(rules):
-        mean, se = sims[:, i, 0].mean(), sims[:, i, 0].std(ddof=1) / math.sqrt(6)
+        mean, se = sims[:, i].mean(), sims[:, i].std(ddof=1) / math.sqrt(6)
         assert abs(mean - predict_error(2000, 100, 0.1, geo, rule).error) <= max(4 * se, 0.01)
 
 
+def test_cells_use_each_rules_own_penalty():
+    """A cell with penalties (a, b) gives what simulate_errors gives at a and at b."""
+    rules, lams = (FULL, Rule("keep_hard", 0.5)), (0.05, 2.0)
+    errors = simulate_cells([Cell(300, GEO, rules, lams)], 20, 7)[0]
+    by_grid = simulate_errors(300, 20, list(lams), GEO, list(rules), [7, 0])
+    np.testing.assert_allclose(errors, np.diagonal(by_grid), atol=1e-12)
+
+
+def test_tuned_penalty_beats_a_grid():
+    geo = independent_errors(1.0, 0.95)
+    tuned, lam = predict_tuned(500, 100, geo, Rule("keep_hard", 0.5))
+    grid, _ = predict_best_lambda(500, 100, (1e-3, 0.01, 0.1, 1.0, 10.0), geo,
+                                  Rule("keep_hard", 0.5))  # fmt: skip
+    assert tuned <= grid + 1e-9 and 1e-4 <= lam <= 100
+    assert tuned == pytest.approx(predict_error(500, 100, lam, geo, Rule("keep_hard", 0.5)).error)
+    assert tuned_cell(500, 100, geo, [FULL]).lams == (predict_tuned(500, 100, geo, FULL)[1],)
+
+
+def test_critical_ratio_is_where_the_gain_changes_sign():
+    geo, rule = independent_errors(1.0, 0.95), Rule("keep_hard", 0.5)
+    (root,) = critical_ratios(100, geo, rule, np.geomspace(1, 100, 12))
+    assert curation_gain(root, 100, geo, rule) == pytest.approx(0.0, abs=1e-6)
+    assert curation_gain(root / 1.5, 100, geo, rule) > 0 > curation_gain(root * 1.5, 100, geo, rule)
+    # Keep-easy at a weak generator (rho < rho*) wins at every size: no boundary.
+    assert critical_ratios(100, independent_errors(0.8, 0.95), Rule("keep_easy", 0.5),
+                           np.geomspace(1, 100, 6)) == ()  # fmt: skip
+
+
 def test_collapse_without_curation_degrades_monotonically():
-    theory = predict_collapse(1000, 100, 0.1, 0.95, 0.9, Rule("all"), rounds=4)
+    theory = predict_collapse(1000, 100, 0.1, 0.95, 0.9, FULL, rounds=4)
     assert theory[0] == pytest.approx(math.acos(0.95) / math.pi)
     assert np.all(np.diff(theory) > 0)
-    sim = simulate_collapse(1000, 100, 0.1, 0.95, 0.9, Rule("all"), rounds=4, seed=0)
+    sim = simulate_collapse(1000, 100, 0.1, 0.95, 0.9, FULL, rounds=4, seed=0)
     assert sim.shape == (5,) and sim[0] == pytest.approx(theory[0])
 
 
 def test_best_lambda_picks_the_grid_minimum():
     geo = independent_errors(1.0, 0.95)
-    err, lam = predict_best_lambda(100, 100, (0.01, 0.1, 1.0), geo, Rule("all"))
-    errs = [predict_error(100, 100, x, geo, Rule("all")).error for x in (0.01, 0.1, 1.0)]
+    err, lam = predict_best_lambda(100, 100, (0.01, 0.1, 1.0), geo, FULL)
+    errs = [predict_error(100, 100, x, geo, FULL).error for x in (0.01, 0.1, 1.0)]
     assert err == min(errs) and lam == (0.01, 0.1, 1.0)[int(np.argmin(errs))]
 
 
-def test_invalid_inputs_raise():
-    with pytest.raises(ValueError, match="kind"):
-        Rule("keep_medium", 0.5)
-    with pytest.raises(ValueError, match="p_q"):
-        Rule("keep_hard", 1.5)
-    with pytest.raises(ValueError, match="p_q"):
-        Rule("all", 0.5)
-    with pytest.raises(ValueError, match="rho_star"):
-        Geometry(0.9, 1.0, 0.9)
-    with pytest.raises(ValueError, match="not realisable"):
-        Geometry(0.0, 0.99, 0.99)
-    with pytest.raises(ValueError, match="rho_g"):
-        curation_constants(Rule("all"), float("nan"))
-    with pytest.raises(ValueError, match="lam"):
-        predict_error(100, 10, 0.0, independent_errors(0.9, 0.9), Rule("all"))
-    with pytest.raises(ValueError, match="n="):
-        predict_error(-5, 10, 0.1, independent_errors(0.9, 0.9), Rule("all"))
-    with pytest.raises(ValueError, match="d="):
-        make_directions(independent_errors(0.9, 0.9), 2, np.random.default_rng(0))
-    with pytest.raises(ValueError, match="cos"):
-        error_from_cos(1.5)
-    with pytest.raises(ValueError, match="rounds"):
-        predict_collapse(100, 10, 0.1, 0.9, 0.9, Rule("all"), rounds=0)
-    with pytest.raises(ValueError, match="lams"):
-        fit_ridge(np.ones((4, 2)), np.ones(4), np.ones(4, dtype=bool), np.array([-1.0]))
-    with pytest.raises(ValueError, match="g and y"):
-        keep_mask(Rule("all"), np.ones(3), np.ones(4), np.random.default_rng(0))
-    with pytest.raises(ValueError, match="n_seeds"):
-        simulate_seeds(100, 10, [0.1], independent_errors(0.9, 0.9), [Rule("all")], 1, (0,))
-    with pytest.raises(ValueError, match="lams"):
-        predict_best_lambda(100, 10, (), independent_errors(0.9, 0.9), Rule("all"))
+CELL = Cell(50, GEO, (FULL,), (0.1,))
+X4, Y4, KEEP4 = np.ones((4, 2)), np.ones(4), np.ones(4, dtype=bool)
+
+BAD_CALLS = [
+    # (call, error, words the message must contain)
+    (lambda: Rule("keep_medium", 0.5), ValueError, "kind must be one of"),
+    (lambda: Rule("keep_hard", 1.5), ValueError, "p_q must lie in"),
+    (lambda: Rule("keep_hard", float("nan")), ValueError, "p_q must be finite"),
+    (lambda: Rule("keep_hard", True), TypeError, "p_q must be a real number"),
+    (lambda: Rule("all", 0.5), ValueError, "p_q must be 1"),
+    (lambda: Rule("keep_hard", 0.5, 1), TypeError, "label_aware must be True or False"),
+    (lambda: Geometry(0.9, 1.0, 0.9), ValueError, "rho_star must lie in"),
+    (lambda: Geometry("0.9", 0.9, 0.9), TypeError, "rho must be a real number"),
+    (lambda: Geometry(0.0, 0.99, 0.99), ValueError, "not realisable"),
+    (lambda: independent_errors(1.2, 0.9), ValueError, "rho must lie in"),
+    (lambda: curation_constants(FULL, float("nan")), ValueError, "rho_g must be finite"),
+    (lambda: curation_constants("all", 0.5), TypeError, "rule must be a Rule"),
+    (lambda: kept_moments(FULL, 1.0), ValueError, "rho_g must lie in"),
+    (lambda: predict_error(100, 10, 0.0, GEO, FULL), ValueError, "lam must lie in"),
+    (lambda: predict_error(-5, 10, 0.1, GEO, FULL), ValueError, "n must lie in"),
+    (lambda: predict_error(100, 10.0, 0.1, GEO, FULL), TypeError, "d must be an integer"),
+    (lambda: predict_error(100, True, 0.1, GEO, FULL), TypeError, "d must be an integer"),
+    (lambda: predict_error(100, 10, 0.1, (0.9, 0.9, 0.81), FULL), TypeError, "geometry must be"),
+    (lambda: predict_error(math.inf, 10, 0.1, GEO, FULL), ValueError, "n must be finite"),
+    (lambda: predict_best_lambda(100, 10, (), GEO, FULL), ValueError, "lams is empty"),
+    (lambda: predict_best_lambda(100, 10, (0.1, -1), GEO, FULL), ValueError, "lams must be > 0"),
+    (lambda: predict_tuned(100, 2, GEO, FULL), ValueError, "d must be >= 3"),
+    (lambda: curation_gain(0.0, 10, GEO, FULL), ValueError, "ratio must lie in"),
+    (lambda: curation_gain(5.0, "10", GEO, FULL), TypeError, "d must be an integer"),
+    (lambda: tuned_cell(100, 10, GEO, FULL), ValueError, "rules must be a non-empty list"),
+    (lambda: critical_ratios(10, GEO, FULL, [1.0]), ValueError, "grid has 1 entries"),
+    (lambda: critical_ratios(10, GEO, FULL, [5.0, 1.0]), ValueError, "grid must be increasing"),
+    (lambda: predict_collapse(100, 10, 0.1, 0.9, 0.9, FULL, 0), ValueError, "rounds must be >= 1"),
+    (lambda: predict_collapse(100, 10, 0.1, 0.9, 0.9, FULL, 2.0), TypeError, "rounds must be"),
+    (lambda: make_directions(GEO, 2, RNG), ValueError, "d must be >= 3"),
+    (lambda: make_directions(GEO, 5, 0), TypeError, "rng must be a Generator"),
+    (lambda: error_from_cos(1.5), ValueError, "cos must be cosines"),
+    (lambda: error_from_cos(np.nan), ValueError, "cos contains NaN"),
+    (lambda: keep_mask(FULL, np.ones(3), np.ones(4), RNG), ValueError, "equal lengths"),
+    (lambda: keep_mask(FULL, "abc", np.ones(3), RNG), TypeError, "g must be an array"),
+    (lambda: fit_ridge(X4, Y4, KEEP4, [-1.0]), ValueError, "lams must be > 0"),
+    (lambda: fit_ridge(X4, Y4, np.ones(4), [0.1]), TypeError, "keep must be a boolean"),
+    (lambda: fit_ridge(X4, np.ones(3), KEEP4[:3], [0.1]), ValueError, "one label per row"),
+    (lambda: fit_ridge(np.ones(4), Y4, KEEP4, [0.1]), ValueError, "X must be a 2-D array"),
+    (lambda: simulate_errors(100, 10, [0.1], GEO, [], 0), ValueError, "rules must be"),
+    (lambda: simulate_errors(100, 10, [0.1], GEO, [FULL], -1), ValueError, "seed must be >= 0"),
+    (lambda: simulate_errors(10.5, 10, [0.1], GEO, [FULL], 0), TypeError, "n must be an integer"),
+    (lambda: Cell(50, GEO, (FULL,), (0.1, 0.2)), ValueError, "one penalty per rule"),
+    (lambda: Cell(50, GEO, ("all",), (0.1,)), TypeError, "rules[0] must be a Rule"),
+    (lambda: simulate_cells([CELL], 10, 1.5), TypeError, "seed must be an integer"),
+    (lambda: simulate_cells([GEO], 10, 0), TypeError, "cells[0] must be a Cell"),
+    (lambda: simulate_replicates([CELL], 10, 3), ValueError, "seeds must be a non-empty list"),
+    (lambda: simulate_replicates([CELL, Cell(50, GEO, (FULL, FULL), (0.1, 0.1))], 10, [0]),
+     ValueError, "same number of rules"),
+    (lambda: simulate_collapse(100, 10, 0.1, 0.9, 0.9, FULL, 2, True), TypeError, "seed must be"),
+    (lambda: simulate_collapse(100, 10, float("nan"), 0.9, 0.9, FULL, 2, 0), ValueError, "lam"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("call", "error", "message"), BAD_CALLS)
+def test_bad_input_gets_a_clear_error(call, error, message):
+    with pytest.raises(error, match=message.replace("[", r"\[").replace("]", r"\]")):
+        call()

@@ -1,4 +1,5 @@
-"""Unit tests of lib.lipschitz: known answers for the optimiser, theorems, layers and audits."""
+"""Unit tests of lib.lipschitz: known answers for the optimiser, theorems, layers, the AOL prior
+design, training, certification and the audits, and a table of bad calls."""
 
 from __future__ import annotations
 
@@ -25,6 +26,13 @@ def skew(n: int, norm: float, seed: int = 0) -> torch.Tensor:
 def random_orthogonal(n: int, seed: int = 0) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     return torch.linalg.qr(torch.randn(n, n, generator=g, dtype=torch.float64))[0]
+
+
+def operator_norm(f, shape: tuple[int, ...]) -> float:
+    """Spectral norm of a linear map f on tensors of `shape`, from its full matrix."""
+    n = math.prod(shape)
+    basis = torch.eye(n, dtype=torch.float64).reshape(n, *shape)
+    return float(torch.linalg.matrix_norm(f(basis).reshape(n, -1), ord=2))
 
 
 # --- FastExp, polar retraction, the manifold optimiser ----------------------------------------
@@ -98,6 +106,10 @@ def test_layers_known_values_and_norms():
     torch.testing.assert_close(
         lip.beta_abs(torch.tensor([-1.0, -2, -3, -4])), torch.tensor([1.0, 2, -3, -4])
     )
+    torch.testing.assert_close(
+        lip.minmax(torch.tensor([[1.0], [5.0], [4.0], [2.0]]), dim=0),
+        torch.tensor([[4.0], [5.0], [1.0], [2.0]]),
+    )
     img = torch.arange(64.0).reshape(1, 8, 8)
     tokens = lip.patchify(img)
     assert tokens.shape == (1, 4, 4, 4)
@@ -127,17 +139,70 @@ def test_lipnext_backbone_is_1_lipschitz_and_head_free():
         assert model(x).shape == (20, 10)
 
 
+# --- The AOL prior design (Prach & Lampert 2022) ---------------------------------------------
+
+
+def test_aol_scale_of_a_1x1_kernel_is_theorem_1():
+    """A 1x1 convolution is the matrix P: d_i = (sum_j |P^T P|_ij)^{-1/2} and ||P D||_2 <= 1."""
+    P = torch.randn(5, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    d = lip.aol_scale(P[:, :, None, None])
+    torch.testing.assert_close(d, (P.T @ P).abs().sum(1).rsqrt())
+    assert float(torch.linalg.matrix_norm(P * d, ord=2)) <= 1 + 1e-12
+    K = torch.zeros(3, 3, 3, 3, dtype=torch.float64)
+    K[:, :, 1, 1] = torch.eye(3)
+    torch.testing.assert_close(lip.aol_scale(K), torch.ones(3, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_aol_rescaled_convolution_is_1_lipschitz_with_zero_padding(seed):
+    K = torch.randn(6, 4, 3, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+    Kd = K * lip.aol_scale(K)[None, :, None, None]
+    norm = operator_norm(lambda z: torch.nn.functional.conv2d(z, Kd, padding=1), (4, 4, 4))
+    assert 0.5 < norm <= 1 + 1e-12  # bounded by 1, and not trivially small
+    assert operator_norm(lambda z: torch.nn.functional.conv2d(z, K, padding=1), (4, 4, 4)) > 1
+
+
+def test_aol_network_is_1_lipschitz_and_matches_lipnext_in_size():
+    model = lip.AOLNet(lip.AOLConfig(C=8, L=3), 0).double()
+    with torch.no_grad():
+        model.kernel.normal_()
+        model.b.normal_()
+    x = torch.rand(10, 8, 8, dtype=torch.float64)
+    assert lip.jacobian_spectral_norms(model.backbone, x).max() <= 1 + 1e-9
+    assert model(x).shape == (10, 10)
+    n_lipnext = lip.count_parameters(lip.build_model(lip.LipNeXtConfig(C=32)))
+    n_aol = lip.count_parameters(lip.build_model(lip.AOLConfig(C=16, L=5)))
+    assert n_lipnext == 13 * 32**2 + 6 * 16 + 6 * 32 + 330  # orthogonal stack, p, b, head
+    assert n_aol == 5 * 9 * 16**2 + 5 * 16 + 2570  # kernels, biases, head on 256 features
+    assert abs(n_aol / n_lipnext - 1) < 0.03
+
+
 # --- Training, certification and the audits --------------------------------------------------
 
 
 def test_training_runs_on_the_manifold_and_certifies():
     data = lip.load_digits_split(n_test=1597, seed=0)  # 200 training digits keep the test fast
-    res = lip.train_lipnext(lip.LipNeXtConfig(C=8, L=2), data, epochs=6, batch=20, lr=3e-2)
+    recipe = lip.Recipe(epochs=6, batch=20, lr=3e-2)
+    res = lip.train_model(lip.LipNeXt(lip.LipNeXtConfig(C=8, L=2)), data, recipe)
     assert lip.orthogonality_error(res.model.orth.weight) < 1e-5
     assert 0 < res.error_before_retraction < 1e-2
     with torch.no_grad():
         j, r = lip.head_aware_radius(res.model(data.X_test), res.model.head.weight)
     assert lip.certified_accuracy(j, r, data.y_test, 0.0) > 0.3  # better than chance (0.1)
+
+
+def test_train_and_certify_is_deterministic_and_rebuilds_the_model():
+    grid = np.array([0.0, 0.5])
+    cfg, recipe = lip.AOLConfig(C=8, L=2), lip.Recipe(epochs=1, lr=3e-3)
+    a, b = (lip.train_and_certify(cfg, recipe, 3, 4, grid) for _ in range(2))
+    np.testing.assert_array_equal(a.cra, b.cra)
+    assert a.cra[0] >= a.cra[1] and math.isnan(a.error_before_retraction)
+    data = lip.load_digits_split(seed=3)
+    model = lip.trained_model(a)
+    with torch.no_grad():
+        pred, radius = lip.head_aware_radius(model(data.X_test.double()), model.head.weight)
+    torch.testing.assert_close(radius, a.radius)
+    assert (pred == a.pred).all()
 
 
 def test_head_aware_radius_known_answer_and_dominates_generic():
@@ -178,40 +243,113 @@ def test_lipschitz_audits_can_fail():
         lip.jacobian_spectral_norms(f, x), torch.full((5,), 2.0, dtype=torch.float64)
     )
     assert 1.9 < lip.lipschitz_ratio_ascent(f, x, steps=50) <= 2 + 1e-9
-    mlp = torch.nn.Sequential(torch.nn.Linear(3, 3))
-    with torch.no_grad():
-        mlp[0].weight.copy_(A)
-    assert lip.mlp_lipschitz_bound(mlp) == pytest.approx(2.0)
 
 
-# --- Input validation ------------------------------------------------------------------------
+# --- Bad input: every public function names the argument and what to pass -------------------
+
+Z2 = torch.zeros(2, 3)
+LABELS = torch.zeros(2, dtype=torch.long)
+NAN = float("nan")
+RUN_GRID = np.array([0.0, 0.5])
 
 
 @pytest.mark.parametrize(
-    "call",
+    ("call", "error", "message"),
     [
-        lambda: lip.fast_exp(torch.zeros(3, 4)),
-        lambda: lip.fast_exp(torch.full((2, 2), float("nan"))),
-        lambda: lip.polar(torch.zeros(3)),
-        lambda: lip.spatial_shift(torch.zeros(1, 4, 4, 4), 0.5),
-        lambda: lip.beta_abs(torch.zeros(4), 1.5),
-        lambda: lip.minmax(torch.zeros(3)),
-        lambda: lip.theorem2_basis(0),
-        lambda: lip.kernel_gain(np.ones((6, 6)), 4),
-        lambda: lip.patchify(torch.zeros(1, 7, 7)),
-        lambda: lip.LipNeXtConfig(orthogonal_map="householder"),
-        lambda: lip.LipNeXtConfig(C=2),
-        lambda: lip.LipNeXtConfig(C=4, alpha=1 / 8),
-        lambda: lip.OrthogonalAdam([torch.nn.Parameter(torch.eye(2))], lr=-1.0),
-        lambda: lip.load_digits_split(n_test=5000),
-        lambda: lip.generic_radius(torch.zeros(2, 3), 0.0),
-        lambda: lip.certified_accuracy(torch.zeros(3), torch.zeros(3), torch.zeros(2), 0.1),
-        lambda: lip.pgd_l2(
-            lambda x: x, torch.zeros(2, 3), torch.zeros(2, dtype=torch.long), -torch.ones(2)
+        (lambda: lip.fast_exp(torch.zeros(3, 4)), ValueError, "A must be"),
+        (lambda: lip.fast_exp(torch.full((2, 2), NAN)), ValueError, "A contains NaN"),
+        (lambda: lip.fast_exp(np.zeros((2, 2))), TypeError, "A must be a floating-point"),
+        (lambda: lip.polar(torch.zeros(3)), ValueError, "X must have >= 2 axes"),
+        (lambda: lip.orthogonality_error(torch.zeros(2, 2, dtype=torch.long)), TypeError, "Q"),
+        (
+            lambda: lip.OrthogonalAdam([torch.nn.Parameter(torch.eye(2))], lr=-1.0),
+            ValueError,
+            "lr must lie",
         ),
-        lambda: lip.gloro_logits(torch.zeros(2, 3), torch.zeros(3, 4), torch.zeros(2).long(), -1.0),
+        (
+            lambda: lip.OrthogonalAdam([torch.nn.Parameter(torch.eye(2))], lr=True),
+            TypeError,
+            "lr must be a real",
+        ),
+        (
+            lambda: lip.OrthogonalAdam([torch.nn.Parameter(torch.eye(2))], betas=(0.9, 1.0)),
+            ValueError,
+            "betas[1]",
+        ),
+        (lambda: lip.spatial_shift(torch.zeros(1, 4, 4, 4), 0.5), ValueError, "alpha must lie"),
+        (lambda: lip.spatial_shift(torch.zeros(1, 4, 4, 4), 1 / 8), ValueError, "shifts 0"),
+        (lambda: lip.beta_abs(torch.zeros(4), 1.5), ValueError, "beta must lie"),
+        (lambda: lip.beta_abs(torch.zeros(4), NAN), ValueError, "beta must be finite"),
+        (lambda: lip.minmax(torch.zeros(3)), ValueError, "even number"),
+        (lambda: lip.minmax(torch.zeros(4), dim=2), ValueError, "dim must be <="),
+        (lambda: lip.theorem2_basis(0), ValueError, "d must be >= 1"),
+        (lambda: lip.theorem2_basis(2.0), TypeError, "d must be an integer"),
+        (lambda: lip.kernel_gain(np.ones((6, 6)), 4), ValueError, "does not fit"),
+        (lambda: lip.kernel_gain(np.array([[NAN]]), 4), ValueError, "K contains NaN"),
+        (lambda: lip.l2_pool(torch.zeros(4, 4, 4)), ValueError, "x must have >= 4 axes"),
+        (lambda: lip.patchify(torch.zeros(1, 7, 7)), ValueError, "divisible by patch"),
+        (lambda: lip.patchify(torch.zeros(1, 8, 8), patch=0), ValueError, "patch must be >= 1"),
+        (lambda: lip.LipNeXtConfig(orthogonal_map="householder"), ValueError, "orthogonal_map"),
+        (lambda: lip.LipNeXtConfig(C=2), ValueError, "C=2 must be >= patch^2"),
+        (lambda: lip.LipNeXtConfig(C=4, alpha=1 / 8), ValueError, "shifts no channel"),
+        (lambda: lip.LipNeXtConfig(L=True), TypeError, "L must be an integer"),
+        (lambda: lip.AOLConfig(C=15), ValueError, "must be even"),
+        (lambda: lip.AOLConfig(kernel=2), ValueError, "kernel=2 must be odd"),
+        (lambda: lip.AOLConfig(pool="max"), ValueError, "pool must be one of"),
+        (lambda: lip.LipNeXt(lip.LipNeXtConfig(), seed=-1), ValueError, "seed must be >= 0"),
+        (lambda: lip.build_model({"C": 32}), TypeError, "cfg must be a LipNeXtConfig"),
+        (lambda: lip.count_parameters("model"), TypeError, "model must be a torch"),
+        (lambda: lip.aol_scale(torch.zeros(3, 3)), ValueError, "K must have >= 4 axes"),
+        (lambda: lip.load_digits_split(n_test=5000), ValueError, "n_test must be <="),
+        (lambda: lip.load_digits_split(seed=1.5), TypeError, "seed must be an integer"),
+        (lambda: lip.gloro_logits(Z2, torch.zeros(3, 4), LABELS, -1.0), ValueError, "eps must"),
+        (lambda: lip.gloro_logits(Z2, torch.zeros(2, 4), LABELS, 0.5), ValueError, "one row"),
+        (lambda: lip.gloro_logits(Z2, torch.zeros(3, 4), LABELS.float(), 0.5), TypeError, "y must"),
+        (lambda: lip.Recipe(epochs=0), ValueError, "epochs must be >= 1"),
+        (lambda: lip.Recipe(lr=NAN), ValueError, "lr must be finite"),
+        (lambda: lip.Recipe(batch=True), TypeError, "batch must be an integer"),
+        (lambda: lip.train_model(torch.nn.Linear(2, 2), None), TypeError, "model must be"),
+        (lambda: lip.train_model(lip.AOLNet(lip.AOLConfig()), "digits"), TypeError, "data must be"),
+        (lambda: lip.head_aware_radius(Z2, torch.zeros(4, 3)), ValueError, "one row per logit"),
+        (lambda: lip.generic_radius(Z2, 0.0), ValueError, "lipschitz must lie"),
+        (lambda: lip.generic_radius(Z2, float("inf")), ValueError, "lipschitz must be finite"),
+        (
+            lambda: lip.certified_accuracy(LABELS, torch.zeros(3), LABELS, 0.1),
+            ValueError,
+            "pred must have shape",
+        ),
+        (
+            lambda: lip.certified_accuracy(LABELS, torch.zeros(2), LABELS, -0.1),
+            ValueError,
+            "eps must lie",
+        ),
+        (lambda: lip.pgd_l2(lambda x: x, Z2, LABELS, -torch.ones(2)), ValueError, "eps must be"),
+        (lambda: lip.pgd_l2("f", Z2, LABELS, torch.ones(2)), TypeError, "f must be a function"),
+        (
+            lambda: lip.pgd_l2(lambda x: x, Z2, LABELS, torch.ones(2), steps=0),
+            ValueError,
+            "steps must be >= 1",
+        ),
+        (
+            lambda: lip.jacobian_spectral_norms(lambda x: x, torch.zeros(3)),
+            ValueError,
+            "x must have >= 2 axes",
+        ),
+        (lambda: lip.lipschitz_ratio_ascent(lambda x: x, Z2, lr=0.0), ValueError, "lr must lie"),
+        (
+            lambda: lip.train_and_certify(lip.AOLConfig(), lip.Recipe(), 0, 0, [0.5, NAN]),
+            ValueError,
+            "eps_grid contains NaN",
+        ),
+        (
+            lambda: lip.train_and_certify(lip.AOLConfig(), lip.Recipe(), 0, 0, [-0.5]),
+            ValueError,
+            "eps_grid must be >= 0",
+        ),
+        (lambda: lip.trained_model(None), TypeError, "run must be a Run"),
     ],
 )
-def test_bad_inputs_raise_value_error(call):
-    with pytest.raises(ValueError):
+def test_bad_calls_raise_a_clear_error(call, error, message):
+    with pytest.raises(error) as info:
         call()
+    assert message in str(info.value)

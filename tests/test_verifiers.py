@@ -13,6 +13,7 @@ from lib.verifiers import (
     Instance,
     argmax_random_ties,
     bon_accuracy,
+    judge_digits,
     limit_accuracy,
     predict_from_calibration,
     roc_from_scores,
@@ -122,7 +123,40 @@ def test_predict_from_calibration_plug_in_and_bootstrap():
                                  rng=np.random.default_rng(0))  # fmt: skip
     assert p.bon[0] == pytest.approx(0.6)
     assert p.rs_accuracy[0] == pytest.approx(3 / 4) and p.rs_compute[0] == pytest.approx(5 / 4)
-    assert np.all(p.bon_se > 0)
+    assert np.all(p.bon_lo <= p.bon) and np.all(p.bon <= p.bon_hi) and np.all(p.bon_lo < p.bon_hi)
+    # Clopper-Pearson for 3 correct of 4 accepted draws
+    assert p.rs_lo[0] == pytest.approx(0.19412044) and p.rs_hi[0] == pytest.approx(0.99369116)
+
+
+def test_rs_interval_stays_open_when_every_accepted_draw_is_correct():
+    scores = np.r_[np.linspace(2, 3, 20), np.linspace(0, 1, 80)]
+    correct = np.r_[np.ones(20, bool), np.zeros(80, bool)]
+    p = predict_from_calibration(scores, correct, [1], [2.0], n_boot=20,
+                                 rng=np.random.default_rng(0))  # fmt: skip
+    assert p.rs_accuracy[0] == 1.0 and p.rs_hi[0] == 1.0
+    assert p.rs_lo[0] == pytest.approx(0.025 ** (1 / 20))  # exact lower bound for 20 of 20
+
+
+def test_weighted_roc_equals_the_repeated_sample():
+    pos, neg = np.array([3.0, 1.0, 2.0]), np.array([2.0, 0.0])
+    F, T = roc_from_scores(pos, neg, pos_weight=[2, 1, 1], neg_weight=[3, 1])
+    F2, T2 = roc_from_scores([3, 3, 1, 2], [2, 2, 2, 0])
+    np.testing.assert_allclose(F, F2) and np.testing.assert_allclose(T, T2)
+    assert F[-1] == T[-1] == 1.0
+
+
+def test_judged_query_sampler_matches_its_exact_roc():
+    query = judge_digits(0, 1, pool=300)[0]
+    F, T = query.roc()
+    assert query.pi == pytest.approx(query.answer_probs[query.correct])
+    rng = np.random.default_rng(2)
+    for n in (1, 4):
+        acc, se = simulate_bon(query.sample, n, 20000, rng)
+        assert abs(acc - bon_accuracy(F, T, query.pi, n)) < 4 * se + 1e-12
+    assert (
+        judge_digits(0, 2, pool=50)[1].pool.tobytes()
+        == judge_digits(0, 2, pool=50)[1].pool.tobytes()
+    )
 
 
 @pytest.mark.parametrize(
@@ -130,7 +164,7 @@ def test_predict_from_calibration_plug_in_and_bootstrap():
     [
         (lambda: bon_accuracy([0, np.nan, 1], [0, 0.5, 1], 0.3, 2), "fpr"),
         (lambda: bon_accuracy([0, 0.6, 0.4, 1], [0, 0.5, 0.6, 1], 0.3, 2), "non-decreasing"),
-        (lambda: bon_accuracy([0, 1], [0, 0.5, 1], 0.3, 2), "one length"),
+        (lambda: bon_accuracy([0, 1], [0, 0.5, 1], 0.3, 2), "equal lengths"),
         (lambda: bon_accuracy([0.1, 1], [0, 1], 0.3, 2), r"\(0, 0\)"),
         (lambda: bon_accuracy(*DIAGONAL, 1.2, 2), "base_acc"),
         (lambda: bon_accuracy(*DIAGONAL, 0.3, 0), "n must"),
@@ -149,7 +183,7 @@ def test_predict_from_calibration_plug_in_and_bootstrap():
     ],
 )
 def test_bad_input_raises_value_error_naming_it(call, match):
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises((TypeError, ValueError), match=match):
         call()
 
 

@@ -1,0 +1,211 @@
+"""The notebook harness: every MyST-markdown notebook (chapters, scorecard) as tests under nbval.
+
+Each code cell is one test item, reported as `notebooks/x.md:LINE (cell N)`. Sources store no
+outputs, so nothing is compared: the notebooks' own asserts do the checking. Budgets (front
+matter `repro: budget_s`, default 180 s; `budget_full_s`, default 1800 s, under
+REPRO_SCALE=full) are promises about an idle 2-core machine, measured by
+`benchmarks/budget.py`, not here: a correct chapter must pass on a slow or busy machine. The
+harness keeps only a safety timeout of SAFETY_FACTOR times the budget, so a stuck chapter still
+fails. Once a cell fails, the notebook's later cells are skipped. Tests that read the chapters'
+summaries (tests/test_scorecard.py) run after the notebooks, so they see this run's summaries.
+
+One execution serves the tests and the book: when a notebook passes at the default settings
+(REPRO_SCALE=quick, REPRO_SEED=0), its outputs are written into the jupyter-cache that the book
+build reads (`_build/.jupyter_cache`), under the key myst-nb computes from the notebook's code, so
+`make book` re-executes nothing. The cache is wiped whenever `lib/` or the pins change (the code
+key does not see them): `python -m tests.harness prepare-cache` does it for `make book`.
+The root `conftest.py` loads these hooks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import jupytext
+import pytest
+import yaml
+from nbval.plugin import IPyNbCell, IPyNbFile
+
+from lib.runs import base_seed
+from lib.scale import scale
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = ROOT / "_build" / ".jupyter_cache"  # execute.cache in _config.yml
+CACHE_KEY = ROOT / "_build" / ".jupyter_cache.key"  # what the cached executions depend on
+KEYED = [
+    "requirements.txt",
+    "pyproject.toml",
+    *sorted(f"lib/{p.name}" for p in (ROOT / "lib").glob("*.py")),
+]
+
+DEFAULT_BUDGET_S = {"quick": 180.0, "full": 1800.0}  # per notebook, by REPRO_SCALE
+SAFETY_FACTOR = 10  # a notebook fails only past 10x its budget: budgets are benchmarked
+AFTER_NOTEBOOKS = ("test_scorecard.py",)  # test files that read the summaries the chapters write
+BUDGET_KEY = {"quick": "budget_s", "full": "budget_full_s"}  # front matter `repro:` keys
+CODE_CELL = re.compile(r"^```\{code-cell\}")
+
+
+NOTEBOOK_SECONDS: dict[str, float] = {}  # notebook path -> wall time of its cells so far
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print each notebook's wall time (budgets are checked by benchmarks/budget.py)."""
+    if NOTEBOOK_SECONDS:
+        terminalreporter.section("notebook wall times (budgets: benchmarks/budget.py)")
+        for path, seconds in NOTEBOOK_SECONDS.items():
+            terminalreporter.write_line(f"{seconds:7.1f} s  {path}")
+
+
+def cache_key() -> str:
+    """A digest of everything outside a notebook's code that its outputs depend on."""
+    digest = hashlib.sha256()
+    for name in KEYED:
+        digest.update(name.encode() + b"\0" + (ROOT / name).read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def prepare_cache() -> None:
+    """Wipe the book's execution cache if lib/ or the pins changed since it was written."""
+    key = cache_key()
+    if CACHE_KEY.exists() and CACHE_KEY.read_text() == key:
+        return
+    shutil.rmtree(CACHE, ignore_errors=True)
+    CACHE_KEY.parent.mkdir(parents=True, exist_ok=True)
+    CACHE_KEY.write_text(key)
+
+
+def caching() -> bool:
+    """Executions feed the book only at the settings the book shows."""
+    return scale() == "quick" and base_seed() == 0
+
+
+def cache_execution(path: Path, outputs: list[list]) -> None:
+    """Store a passing notebook's outputs in the jupyter-cache, keyed as myst-nb keys it."""
+    from jupyter_cache import get_cache
+    from jupyter_cache.base import CacheBundleIn
+    from myst_nb.core.read import read_myst_markdown_notebook
+    from myst_parser.config.main import MdParserConfig
+
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    extensions = config.get("parse", {}).get("myst_enable_extensions", [])
+    nb = read_myst_markdown_notebook(
+        path.read_text(encoding="utf-8"), MdParserConfig(enable_extensions=extensions), path=path
+    )
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    if len(code) != len(outputs):
+        raise RuntimeError(
+            f"{path}: myst-nb reads {len(code)} code cells, the tests ran {len(outputs)}"
+        )
+    for n, (cell, outs) in enumerate(zip(code, outputs, strict=True), start=1):
+        cell.outputs, cell.execution_count = outs, n
+        for out in outs:
+            if out.get("output_type") == "execute_result":
+                out["execution_count"] = n
+    bundle = CacheBundleIn(
+        nb, str(path), data={"execution_seconds": NOTEBOOK_SECONDS[str(path.relative_to(ROOT))]}
+    )
+    get_cache(str(CACHE)).cache_notebook_bundle(bundle, check_validity=False, overwrite=True)
+
+
+def pytest_sessionstart(session):
+    """Make the execution cache consistent with lib/ and the pins before notebooks write to it."""
+    if caching():
+        prepare_cache()
+
+
+def pytest_collection_modifyitems(items):
+    """Run the summary-reading tests last, after every notebook has rewritten its summary."""
+    items.sort(key=lambda item: item.path.name in AFTER_NOTEBOOKS)
+
+
+def pytest_collect_file(file_path, parent):
+    """Collect `.md` files under notebooks/ and book/ whose front matter names a kernel."""
+    if file_path.suffix != ".md" or file_path.parent.name not in ("notebooks", "book"):
+        return None
+    text = file_path.read_text(encoding="utf-8")
+    if not text.startswith("---") or "kernelspec:" not in text.split("\n---", 1)[0]:
+        return None
+    return MystNotebook.from_parent(parent, path=file_path)
+
+
+class MystNotebook(IPyNbFile):
+    """A Jupytext MyST notebook run cell by cell in a kernel started in its own folder."""
+
+    def collect(self):
+        text = self.path.read_text(encoding="utf-8")
+        self.nb = jupytext.reads(text, fmt="md:myst")
+        run = scale()
+        repro = self.nb.metadata.get("repro", {})
+        self.budget_s = float(repro.get(BUDGET_KEY[run], DEFAULT_BUDGET_S[run]))
+        self.timeout_s = SAFETY_FACTOR * self.budget_s
+        self.started_at: float | None = None
+        self.failed_cell: int | None = None
+        lines = [i + 1 for i, line in enumerate(text.splitlines()) if CODE_CELL.match(line)]
+        cells = [c for c in self.nb.cells if c.cell_type == "code"]
+        self.n_cells, self.outputs = len(cells), {}
+        if len(lines) != len(cells):
+            raise ValueError(
+                f"{self.path}: found {len(lines)} code-cell fences, {len(cells)} cells"
+            )
+        for n, (line, cell) in enumerate(zip(lines, cells, strict=True)):
+            item = MystCell.from_parent(
+                self, name=f"line {line} (cell {n})", cell_num=n, cell=cell,
+                options={"check": False}, line=line,
+            )  # fmt: skip
+            item.add_marker(pytest.mark.timeout(self.timeout_s + 60))  # the harness times cells
+            yield item
+
+
+class MystCell(IPyNbCell):
+    """One code cell; its timeout is what is left of the notebook's safety timeout."""
+
+    def __init__(self, *args, line: int, **kwargs):
+        from collections import defaultdict
+
+        kwargs["options"] = defaultdict(bool, kwargs["options"])
+        super().__init__(*args, **kwargs)
+        self.line = line
+
+    def setup(self):
+        notebook = self.parent
+        if notebook.failed_cell is not None:
+            pytest.skip(f"cell {notebook.failed_cell} of this notebook failed")
+        if notebook.started_at is None:
+            notebook.started_at = time.monotonic()
+
+    def runtest(self):
+        notebook = self.parent
+        left = notebook.timeout_s - (time.monotonic() - notebook.started_at)
+        if left <= 0:
+            notebook.failed_cell = self.cell_num
+            pytest.fail(
+                f"{notebook.path.name} ran past {notebook.timeout_s:.0f} s "
+                f"({SAFETY_FACTOR}x its {notebook.budget_s:.0f} s budget): is it stuck?"
+            )
+        self.config.option.nbval_cell_timeout = left
+        try:
+            super().runtest()
+        except BaseException:
+            notebook.failed_cell = self.cell_num
+            raise
+        finally:
+            rel = str(notebook.path.relative_to(self.config.rootpath))
+            NOTEBOOK_SECONDS[rel] = time.monotonic() - notebook.started_at
+        notebook.outputs[self.cell_num] = self.test_outputs
+        if len(notebook.outputs) == notebook.n_cells and caching():
+            cache_execution(notebook.path, [notebook.outputs[n] for n in range(notebook.n_cells)])
+
+    def reportinfo(self):
+        rel = self.path.relative_to(self.config.rootpath)
+        return self.path, self.line - 1, f"{rel}:{self.line} (cell {self.cell_num})"
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["prepare-cache"]:
+        raise SystemExit("usage: python -m tests.harness prepare-cache")
+    prepare_cache()

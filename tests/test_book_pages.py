@@ -1,0 +1,175 @@
+"""The rendered book, checked page by page in a real headless browser (Chromium via Playwright).
+
+`make test` builds the book, then runs `pytest -m browser tests/test_book_pages.py`. Every page
+of the table of contents must load without console errors, with MathJax having typeset every
+formula (no raw `$...$`, `\\(` or `\\[` left in the text, sidebar included), every figure image
+loaded and described (alt text or a caption), every internal link and citation resolving, and
+the input of cells tagged to hide it hidden. The scorecard's claims map must list every chapter.
+
+Chromium comes from the system (`apt-get install chromium`) or BOOK_BROWSER=/path/to/chrome;
+without one these tests skip with a line saying so.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import re
+import shutil
+import threading
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import jupytext
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+HTML = ROOT / "_build" / "html"
+BROWSER = os.environ.get("BOOK_BROWSER") or next(
+    (p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None
+)
+CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync"]  # fmt: skip
+HIDING_TAGS = {"remove-input", "remove-cell", "hide-input", "hide-cell"}
+RAW_MATH = re.compile(r"\$[^$\s][^$]*\$|\\\(|\\\[")
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(BROWSER is None, reason="no Chromium found: `apt-get install chromium` "
+                       "(or set BOOK_BROWSER) to check the rendered book in a browser"),
+]  # fmt: skip
+
+
+def toc_pages() -> list[str]:
+    """Source paths (without suffix) of every page in the table of contents."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    pages = [toc["root"]]
+    for part in toc["parts"]:
+        pages += [entry["file"] for entry in part["chapters"]]
+    return pages
+
+
+@pytest.fixture(scope="module")
+def server():
+    """Serve _build/html on a free localhost port for the duration of the module."""
+    if not (HTML / "index.html").exists():
+        pytest.fail("no _build/html: build the book first (`make book` or `make test`)")
+    handler = functools.partial(QuietHandler, directory=str(HTML))
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:  # keep the test log readable
+        pass
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=BROWSER, args=CHROMIUM_FLAGS)
+        yield chromium
+        chromium.close()
+
+
+def open_page(browser, url: str):
+    """Load a page, wait for MathJax to finish, return (page, console errors)."""
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("requestfailed", lambda r: errors.append(f"failed to load {r.url}"))
+    page.goto(url, wait_until="load")
+    page.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
+    return page, errors
+
+
+VISIBLE_TEXT = """() => {
+  const skip = 'pre, code, script, style, mjx-container, .MathJax, textarea';
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  const out = [];
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    if (!n.parentElement.closest(skip)) out.push(n.textContent);
+  }
+  return out.join(' ');
+}"""
+
+IMAGES = """() => [...document.querySelectorAll('main img, article img')].map(img => ({
+  src: img.getAttribute('src'), width: img.naturalWidth, alt: img.alt,
+  caption: !!(img.closest('figure') && img.closest('figure').querySelector('figcaption'))
+}))"""
+
+LINKS = """() => [...document.querySelectorAll('a[href]')].map(a => a.getAttribute('href'))"""
+
+
+def broken_internal_links(page_path: Path, hrefs: list[str]) -> list[str]:
+    """Relative links whose target file, or #anchor in it, does not exist."""
+    broken = []
+    for href in hrefs:
+        parts = urlsplit(href)
+        if parts.scheme or parts.netloc or href.startswith(("mailto:", "javascript:")):
+            continue
+        target = (page_path.parent / unquote(parts.path)).resolve() if parts.path else page_path
+        if target.is_dir():
+            target = target / "index.html"
+        if not target.exists():
+            broken.append(href)
+        elif parts.fragment and target.suffix == ".html":
+            ids = set(re.findall(r'id="([^"]+)"', target.read_text(encoding="utf-8")))
+            if unquote(parts.fragment) not in ids:
+                broken.append(href)
+    return broken
+
+
+def hidden_sources(source: str) -> list[str]:
+    """A distinctive line of every code cell whose input is tagged to be hidden or removed."""
+    path = ROOT / f"{source}.md"
+    nb = jupytext.reads(path.read_text(encoding="utf-8"), fmt="md:myst")
+    lines = []
+    for cell in nb.cells:
+        if cell.cell_type == "code" and HIDING_TAGS & set(cell.metadata.get("tags", [])):
+            candidates = [ln.strip() for ln in cell.source.splitlines() if len(ln.strip()) > 20]
+            lines += candidates[:1]
+    return lines
+
+
+@pytest.mark.parametrize("source", toc_pages())
+def test_page_renders_cleanly(server, browser, source):
+    page_path = HTML / f"{source}.html"
+    assert page_path.exists(), f"{source} was not built"
+    page, errors = open_page(browser, f"{server}/{source}.html")
+    try:
+        assert not errors, f"console errors: {errors}"
+        raw = RAW_MATH.findall(page.evaluate(VISIBLE_TEXT))
+        assert not raw, f"untypeset math left in the text: {raw[:5]}"
+        for img in page.evaluate(IMAGES):
+            assert img["width"] > 0, f"image did not load: {img['src']}"
+            assert img["alt"] or img["caption"], f"image without alt text or caption: {img['src']}"
+        broken = broken_internal_links(page_path, page.evaluate(LINKS))
+        assert not broken, f"broken internal links or citations: {broken}"
+        if (ROOT / f"{source}.md").exists():
+            for line in hidden_sources(source):
+                shown = page.locator("pre", has_text=line)
+                visible = [shown.nth(i).is_visible() for i in range(shown.count())]
+                assert not any(visible), f"input meant to be hidden is visible: {line!r}"
+    finally:
+        page.close()
+
+
+def test_scorecard_claims_map_lists_every_chapter(server, browser):
+    page, _ = open_page(browser, f"{server}/book/scorecard.html")
+    try:
+        tables = page.locator("table")
+        claims_map = tables.nth(tables.count() - 1).inner_text()
+        chapters = [p.split("/")[-1][:2] for p in toc_pages() if p.startswith("notebooks/")]
+        listed = set(re.findall(r"^(\d\d)\t", claims_map, re.M))
+        assert listed == set(chapters), f"claims map lists {sorted(listed)}, book has {chapters}"
+    finally:
+        page.close()
