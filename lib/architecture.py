@@ -407,10 +407,10 @@ def transfer_spearman(law: PublishedLaw, x, r, L, V: int) -> np.ndarray:
     common to the shapes of one size, so it drops out of the ranking.
     """
     predicted = predict_loss(law, validate.array("x", x, min_size=3), r, 1.0)
-    L = np.asarray(L, dtype=float)
-    if L.ndim != 2 or L.shape[0] != len(predicted) or np.isnan(L).all(axis=0).any():
+    flagged = is_diverged(L, V)  # also rejects a string
+    L = validate.array("L", np.where(flagged, math.log(V), np.asarray(L, dtype=float)), ndim=2)
+    if L.shape[0] != len(predicted):
         raise ValueError(f"L must be (n_shapes={len(predicted)}, replicates), got {L.shape}")
-    L = np.where(is_diverged(L, V), math.log(V), L)
     return np.array([stats.spearmanr(predicted, column).statistic for column in L.T])
 
 
