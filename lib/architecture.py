@@ -2,16 +2,17 @@
 
 At fixed non-embedding parameters N = N_attn + N_mlp, the shape of a LLaMA-style decoder is
 described by x = d / sqrt(N) (hidden size, normalised) and r = N_mlp / N_attn. Bian, Yu,
-Venkataraman and Park (ICLR 2026, Eq. 3) calibrate the Chinchilla-optimal loss with two
+Venkataraman and Park (ICLR 2026, Eq. 3) calibrate the best loss at each size with two
 separable U-shaped factors,
 
     L(x, r | N, D) = (a0 + a1 ln x + a2 / x) * (b0 + b1 ln r + b2 / r) * L_opt(N, D),
 
 whose minima sit at x* = a2 / a1 and r* = b2 / b1. This module holds: the published
-coefficients; the toy task (a multi-lag table lookup with an exact entropy floor); the shape
-solver that turns (N, d, r, GQA) into an `LMConfig` of `lib.lm`; the U-shape and conditional-law
-fits; the constrained search (their Eq. 4); and a decode cost model next to a measured KV-cache
-decode throughput (tokens per CPU-second and per wall-second).
+coefficients and Table 1; the shape solver that turns (N, d, r, GQA) into an `LMConfig` of
+`lib.lm`; the toy task (a lagged-logit language with an exact loss floor); training runs for
+`lib.runs.run_jobs`; the U-shape and conditional-law fits, fitted across sizes; the
+constrained search (their Eq. 4); and a decode cost model next to a measured KV-cache decode
+throughput.
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize
+from scipy import optimize, stats
 
+from lib import validate
 from lib.lm import LMConfig, count_params, flops_per_token
 
 
+# ----------------------------------------------------------------------------- the published law
 @dataclass(frozen=True)
 class UFactor:
     """One calibration factor c0 + c1 ln z + c2 / z; interior minimum at z* = c2 / c1."""
@@ -40,7 +43,7 @@ class UFactor:
         return self.c2 / self.c1 if self.c1 > 0 and self.c2 > 0 else math.nan
 
     def __call__(self, z: np.ndarray | float) -> np.ndarray:
-        z = np.asarray(z, dtype=float)
+        z = validate.array("z", z, ndim=None, positive=True)
         return self.c0 + self.c1 * np.log(z) + self.c2 / z
 
 
@@ -83,34 +86,25 @@ BIAN2025_TABLE1 = (
 )
 
 
-def _check_positive(name: str, value: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise ValueError(f"{name}={value!r} must be a positive number")
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name}={value!r} must be finite and > 0")
-
-
 def table1_config(row: Table1Row) -> LMConfig:
     """An `LMConfig` with a Table 1 row's shape (vocabulary and length are irrelevant to N)."""
     if not isinstance(row, Table1Row):
-        raise ValueError(f"row={row!r} must be a Table1Row, e.g. BIAN2025_TABLE1[0]")
-    return LMConfig(
-        vocab_size=1,
-        d_model=row.d,
-        n_layers=row.n_layers,
-        n_heads=row.n_heads,
-        n_kv_heads=row.n_kv_heads,
-        d_ff=row.f,
-        max_seq_len=1,
-        d_head=row.d_head,
-    )
+        raise TypeError(f"row must be a Table1Row, e.g. BIAN2025_TABLE1[0], got {row!r}")
+    return LMConfig(vocab_size=1, d_model=row.d, n_layers=row.n_layers, n_heads=row.n_heads,
+                    n_kv_heads=row.n_kv_heads, d_ff=row.f, max_seq_len=1,
+                    d_head=row.d_head)  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- shapes
+def _config(cfg: LMConfig) -> LMConfig:
+    if not isinstance(cfg, LMConfig):
+        raise TypeError(f"cfg must be an LMConfig, got {type(cfg).__name__} {cfg!r:.60}")
+    return cfg
 
 
 def shape_ratios(cfg: LMConfig) -> tuple[float, float, int]:
     """(x, r, N): x = d / sqrt(N), r = N_mlp / N_attn, N = N_attn + N_mlp (norms left out)."""
-    if not isinstance(cfg, LMConfig):
-        raise ValueError(f"cfg={cfg!r} must be an LMConfig")
-    pc = count_params(cfg)
+    pc = count_params(_config(cfg))
     N = pc.attention + pc.mlp
     return cfg.d_model / math.sqrt(N), pc.mlp / pc.attention, N
 
@@ -123,7 +117,7 @@ def design(
     d_head: int,
     gqa: int = 1,
     vocab_size: int = 8,
-    max_seq_len: int = 24,
+    max_seq_len: int = 16,
 ) -> LMConfig:
     """Dense decoder with about N = N_attn + N_mlp parameters, hidden size d and ratio r.
 
@@ -132,108 +126,214 @@ def design(
     realised x and r differ from the requested ones by head granularity: read them back with
     `shape_ratios`.
     """
-    for name, v in (
-        ("N", N),
-        ("d", d),
-        ("r", r),
-        ("n_layers", n_layers),
-        ("d_head", d_head),
-        ("gqa", gqa),
-    ):
-        _check_positive(name, v)
+    N, d = validate.integer("N", N, minimum=1), validate.integer("d", d, minimum=1)
+    r = validate.real("r", r, low=0, low_open=True)
+    n_layers = validate.integer("n_layers", n_layers, minimum=1)
+    d_head = validate.integer("d_head", d_head, minimum=1)
+    gqa = validate.integer("gqa", gqa, minimum=1)
     per_head = n_layers * 2 * d * d_head * (1 + 1 / gqa)  # attention params per query head
     n_h = max(gqa, gqa * round(N / (1 + r) / per_head / gqa))
     f = max(1, round(N * r / (1 + r) / (n_layers * 3 * d)))
-    return LMConfig(
-        vocab_size=vocab_size,
-        d_model=d,
-        n_layers=n_layers,
-        n_heads=n_h,
-        n_kv_heads=n_h // gqa,
-        d_ff=f,
-        max_seq_len=max_seq_len,
-        d_head=d_head,
-    )
+    return LMConfig(vocab_size=validate.integer("vocab_size", vocab_size, minimum=1),
+                    d_model=d, n_layers=n_layers, n_heads=n_h, n_kv_heads=n_h // gqa, d_ff=f,
+                    max_seq_len=validate.integer("max_seq_len", max_seq_len, minimum=1),
+                    d_head=d_head)  # fmt: skip
+
+
+def llama_like(d: int, n_layers: int, d_head: int, vocab_size: int, max_seq_len: int) -> LMConfig:
+    """LLaMA-3.2's proportions with MHA: square attention (n_h d_h = d) and d_ff = 4 d.
+
+    Then N_attn = 4 d^2 n_layers and N_mlp = 12 d^2 n_layers, so r = 3 and x = 1/sqrt(16 n_layers)
+    at every size (LLaMA-3.2-1B's r = 4.8 comes from the same proportions with GQA 4).
+    """
+    d = validate.integer("d", d, minimum=1)
+    d_head = validate.integer("d_head", d_head, minimum=1)
+    if d % d_head:
+        raise ValueError(f"d={d} must be a multiple of d_head={d_head} for square attention")
+    n_h = d // d_head
+    return LMConfig(vocab_size=validate.integer("vocab_size", vocab_size, minimum=1), d_model=d,
+                    n_layers=validate.integer("n_layers", n_layers, minimum=1), n_heads=n_h,
+                    n_kv_heads=n_h, d_ff=4 * d,
+                    max_seq_len=validate.integer("max_seq_len", max_seq_len, minimum=1),
+                    d_head=d_head)  # fmt: skip
+
+
+def sweep_shapes(
+    N: int,
+    x_grid,
+    r_at: float,
+    r_grid,
+    x_at: float,
+    n_layers: int,
+    d_head: int,
+    vocab_size: int,
+    max_seq_len: int,
+) -> dict[str, list[LMConfig]]:
+    """The loss grid at size N: {"x": shapes over x_grid at r = r_at, "r": over r_grid at x_at}.
+
+    Each shape is `design(N, round(x sqrt(N)), r, ...)`; a shape in both sweeps (x_at, r_at) is
+    the same `LMConfig` in both lists.
+    """
+    N = validate.integer("N", N, minimum=1)
+    x_grid = validate.array("x_grid", x_grid, positive=True)
+    r_grid = validate.array("r_grid", r_grid, positive=True)
+    d_at = round(validate.real("x_at", x_at, low=0, low_open=True) * math.sqrt(N))
+    args = (n_layers, d_head, 1, vocab_size, max_seq_len)
+    return {"x": [design(N, max(1, round(x * math.sqrt(N))), r_at, *args) for x in x_grid],
+            "r": [design(N, max(1, d_at), float(r), *args) for r in r_grid]}  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- toy task
-
-
 @dataclass(frozen=True)
-class LookupTask:
-    """x_t = TABLE[x_{t-l1}, ..., x_{t-lk}] with probability p_rule, else uniform over V.
+class LagTask:
+    """A language whose next token needs many positions (attention) and pair tables (MLP).
 
-    Tokens before max(lags) are uniform. TABLE is a random V^k -> V map drawn from table_seed.
-    Predicting it needs attention to several positions and an MLP that stores V^k entries.
+    x_t ~ softmax(z_t) over V tokens, with logits summed over lagged terms that fit in the past:
+        z_t = sum_{l=1..unary} v u^(l-1) U_l[x_{t-l}]
+            + sum_{l=1..pairs} w p^(l-1) P_l[x_{t-l}, x_{t-l-1}],
+    where U_l (V x V) and P_l (V x V x V) are standard-normal tables drawn from table_seed and
+    (v, u, w, p) = (unary_weight, unary_decay, pair_weight, pair_decay). Every attended lag
+    lowers the loss (attention capacity pays) and the pair tables must be memorised (MLP
+    capacity pays), so neither side saturates at toy sizes. x_0 is uniform.
     """
 
     V: int = 8
-    T: int = 24
-    lags: tuple[int, ...] = (1, 3, 5)
-    p_rule: float = 0.9
+    T: int = 16
+    unary: int = 6
+    unary_weight: float = 1.5
+    unary_decay: float = 0.85
+    pairs: int = 3
+    pair_weight: float = 1.5
+    pair_decay: float = 0.85
     table_seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.V < 2 or self.T <= max(self.lags, default=0) or min(self.lags, default=0) < 1:
-            raise ValueError(
-                f"need V >= 2, lags >= 1 and T > max(lags); got V={self.V}, "
-                f"T={self.T}, lags={self.lags}"
-            )
-        if not 0 <= self.p_rule <= 1:
-            raise ValueError(f"p_rule={self.p_rule!r} must be in [0, 1]")
+        validate.integer("V", self.V, minimum=2)
+        validate.integer("unary", self.unary, minimum=0)
+        validate.integer("pairs", self.pairs, minimum=0)
+        validate.integer("T", self.T, minimum=max(self.unary, self.pairs + 1) + 1)
+        for name in ("unary_weight", "unary_decay", "pair_weight", "pair_decay"):
+            validate.real(name, getattr(self, name), low=0)
+        validate.integer("table_seed", self.table_seed, minimum=0)
 
-    def table(self) -> np.ndarray:
-        """The lookup table, int64 of shape (V,) * len(lags)."""
+    def terms(self) -> list[tuple[tuple[int, ...], float, np.ndarray]]:
+        """(lags, weight, table) per term; a table has shape (V,) * (len(lags) + 1)."""
         rng = np.random.default_rng(self.table_seed)
-        return rng.integers(0, self.V, size=(self.V,) * len(self.lags))
+        out = [((lag,), self.unary_weight * self.unary_decay ** (lag - 1),
+                rng.standard_normal((self.V,) * 2))
+               for lag in range(1, self.unary + 1)]  # fmt: skip
+        out += [((lag, lag + 1), self.pair_weight * self.pair_decay ** (lag - 1),
+                 rng.standard_normal((self.V,) * 3))
+                for lag in range(1, self.pairs + 1)]  # fmt: skip
+        return out
+
+    def _log_probs(self, x: np.ndarray, t: int, terms) -> np.ndarray:
+        """log p(x_t = v | x_<t) for every sequence, (n, V)."""
+        z = np.zeros((len(x), self.V))
+        for lags, weight, table in terms:
+            if t > max(lags) - 1:
+                z += weight * table[tuple(x[:, t - lag] for lag in lags)]
+        return z - np.logaddexp.reduce(z, axis=1, keepdims=True)
 
     def sample(self, n: int, seed: int) -> np.ndarray:
         """n independent sequences, int64 (n, T)."""
-        if not isinstance(n, int) or n < 1:
-            raise ValueError(f"n={n!r} must be a positive integer")
-        rng = np.random.default_rng(seed)
-        table = self.table()
-        x = rng.integers(0, self.V, size=(n, self.T))
-        for t in range(max(self.lags), self.T):
-            rule = table[tuple(x[:, t - lag] for lag in self.lags)]
-            x[:, t] = np.where(rng.random(n) < self.p_rule, rule, x[:, t])
+        n = validate.integer("n", n, minimum=1)
+        rng = np.random.default_rng(validate.integer("seed", seed, minimum=0))
+        terms = self.terms()
+        x = np.zeros((n, self.T), dtype=np.int64)
+        x[:, 0] = rng.integers(0, self.V, n)
+        for t in range(1, self.T):
+            cdf = np.exp(self._log_probs(x, t, terms)).cumsum(axis=1)
+            x[:, t] = np.minimum((cdf < rng.random((n, 1))).sum(axis=1), self.V - 1)
         return x
 
-    def entropy_floor(self) -> float:
-        """Exact mean next-token entropy (nats) over predicted positions 1..T-1.
+    def floor(self, tokens) -> float:
+        """Loss of the true process on `tokens` (n, T): mean -log p(x_t | x_<t), t = 1..T-1.
 
-        Positions t < max(lags) are uniform (ln V); later ones have
-        H = -q ln q - (V-1) e ln e with e = (1 - p_rule)/V and q = p_rule + e.
+        A model evaluated on the same tokens cannot beat this in expectation (nats/token).
         """
-        e = (1 - self.p_rule) / self.V
-        q = self.p_rule + e
-        h_rule = -sum(p * math.log(p) for p in (q,) + (e,) * (self.V - 1) if p > 0)
-        n_free = max(self.lags) - 1  # positions 1..max(lags)-1 are unpredictable
-        return (n_free * math.log(self.V) + (self.T - 1 - n_free) * h_rule) / (self.T - 1)
+        x = validate.array("tokens", tokens, ndim=2, low=0, high=self.V - 1).astype(np.int64)
+        if x.shape[1] != self.T:
+            raise ValueError(f"tokens must have T={self.T} columns, got shape {x.shape}")
+        terms = self.terms()
+        nll = [-self._log_probs(x, t, terms)[np.arange(len(x)), x[:, t]] for t in range(1, self.T)]
+        return float(np.mean(nll))
+
+
+# ----------------------------------------------------------------------------- training runs
+def final_losses(runs: list, train_tokens: np.ndarray, val_tokens: np.ndarray) -> list[float]:
+    """Final validation loss (nats/token) of `lib.train.train(cfg, tcfg, ...)` per (cfg, tcfg).
+
+    Runs one after another in this process: a batch of runs is one job of `lib.runs.run_jobs`,
+    so a worker pays its imports and receives the tokens once per batch. A run whose loss
+    became non-finite returns nan (the chapter's divergence rule decides what that means).
+    """
+    from lib.train import TrainConfig, train
+
+    if not isinstance(runs, list | tuple) or not runs:
+        raise ValueError("runs must be a non-empty list of (LMConfig, TrainConfig) pairs")
+    out = []
+    for cfg, tcfg in runs:
+        if not isinstance(tcfg, TrainConfig):
+            raise TypeError(f"each run must be (LMConfig, TrainConfig), got {tcfg!r:.60}")
+        loss = float(train(_config(cfg), tcfg, train_tokens, val_tokens).eval_loss[-1])
+        out.append(loss if math.isfinite(loss) else math.nan)
+    return out
+
+
+def train_losses(
+    pairs: list, train_kwargs: dict, train_tokens, val_tokens, chunk: int = 5, desc: str = ""
+) -> dict:
+    """{(cfg, seed): final loss} for (LMConfig, seed) pairs, trained through `run_jobs`.
+
+    A job trains up to `chunk` seeds of one shape one after another (`final_losses`), so a
+    worker receives the tokens once per job; TrainConfig(**train_kwargs, seed=seed) per run.
+    """
+    from lib.runs import run_jobs
+    from lib.train import TrainConfig
+
+    chunk = validate.integer("chunk", chunk, minimum=1)
+    if not isinstance(train_kwargs, dict):
+        raise TypeError(f"train_kwargs must be a dict of TrainConfig fields, got {train_kwargs!r}")
+    by_shape: dict[LMConfig, list[int]] = {}
+    for cfg, seed in pairs:
+        by_shape.setdefault(_config(cfg), []).append(validate.integer("seed", seed, minimum=0))
+    batches = [
+        (c, ss[i : i + chunk]) for c, ss in by_shape.items() for i in range(0, len(ss), chunk)
+    ]
+    jobs = [([(c, TrainConfig(**train_kwargs, seed=s)) for s in ss], train_tokens, val_tokens)
+            for c, ss in batches]  # fmt: skip
+    out = run_jobs(final_losses, jobs, desc=desc or None)
+    return {
+        (c, s): L
+        for (c, ss), Ls in zip(batches, out, strict=True)
+        for s, L in zip(ss, Ls, strict=True)
+    }
+
+
+def is_diverged(L, V: int) -> np.ndarray:
+    """Divergence rule: a final loss that is non-finite or no better than uniform (>= ln V).
+
+    Such a run learned nothing of the task. L: losses in nats/token (any shape); returns a
+    boolean array of the same shape.
+    """
+    V = validate.integer("V", V, minimum=2)
+    if isinstance(L, str | bytes):
+        raise TypeError(f"L must be an array of losses, got a string {L!r:.60}")
+    L = np.asarray(L, dtype=float)
+    return ~np.isfinite(L) | (L >= math.log(V))
 
 
 # ----------------------------------------------------------------------------- fits
-
-
-def _as_positive_array(name: str, values, n_min: int = 1) -> np.ndarray:
-    a = np.asarray(values, dtype=float)
-    if a.ndim != 1 or len(a) < n_min:
-        raise ValueError(f"{name} must be a 1-d array with >= {n_min} values, got shape {a.shape}")
-    if not np.all(np.isfinite(a)) or a.min() <= 0:
-        raise ValueError(f"{name} must be finite and > 0, got {a}")
-    return a
-
-
 def fit_u_shape(z, L) -> UFactor:
     """Least-squares fit of L = c0 + c1 ln z + c2 / z along one sweep (linear in c; >= 3 points).
 
     z: (n,) shape knob (x = d/sqrt(N) or r); L: (n,) loss in nats/token. The law's factor
     (Bian et al. 2025, Eq. 3) at fixed N; an interior minimum needs c1 > 0 and c2 > 0.
     """
-    z = _as_positive_array("z", z, 3)
-    L = _as_positive_array("L", L, 3)
-    if len(z) != len(L):
-        raise ValueError(f"z and L must have equal length, got {len(z)} and {len(L)}")
+    z = validate.array("z", z, positive=True, min_size=3)
+    L = validate.array("L", L, positive=True, min_size=3)
+    validate.same_length(z=z, L=L)
     X = np.column_stack([np.ones_like(z), np.log(z), 1 / z])
     c, *_ = np.linalg.lstsq(X, L, rcond=None)
     return UFactor(*(float(v) for v in c))
@@ -241,24 +341,25 @@ def fit_u_shape(z, L) -> UFactor:
 
 def argmin_numeric(factor: UFactor, lo: float = 1e-4, hi: float = 1e3) -> float:
     """argmin of factor(z) on [lo, hi] by bounded scalar search in ln z (checks z* = c2/c1)."""
-    _check_positive("lo", lo)
-    _check_positive("hi", hi)
+    if not isinstance(factor, UFactor):
+        raise TypeError(f"factor must be a UFactor, e.g. BIAN2025.a, got {factor!r:.60}")
+    lo = validate.real("lo", lo, low=0, low_open=True)
+    hi = validate.real("hi", hi, low=0, low_open=True)
     if lo >= hi:
         raise ValueError(f"lo={lo} must be < hi={hi}")
-    res = optimize.minimize_scalar(
-        lambda u: float(factor(math.exp(u))),
-        bounds=(math.log(lo), math.log(hi)),
-        method="bounded",
-        options={"xatol": 1e-10},
-    )
+    res = optimize.minimize_scalar(lambda u: float(factor(math.exp(u))),
+                                   bounds=(math.log(lo), math.log(hi)), method="bounded",
+                                   options={"xatol": 1e-10})  # fmt: skip
     return math.exp(res.x)
 
 
 def predict_loss(law: PublishedLaw, x, r, L_opt) -> np.ndarray:
     """Eq. 3 of Bian et al. 2025: L = (a0 + a1 ln x + a2/x)(b0 + b1 ln r + b2/r) L_opt."""
-    x = _as_positive_array("x", np.atleast_1d(x))
-    r = _as_positive_array("r", np.atleast_1d(r))
-    L_opt = _as_positive_array("L_opt", np.atleast_1d(L_opt))
+    if not isinstance(law, PublishedLaw):
+        raise TypeError(f"law must be a PublishedLaw, e.g. BIAN2025, got {law!r:.60}")
+    x = validate.array("x", np.atleast_1d(x), positive=True)
+    r = validate.array("r", np.atleast_1d(r), positive=True)
+    L_opt = validate.array("L_opt", np.atleast_1d(L_opt), positive=True)
     return law.a(x) * law.b(r) * L_opt
 
 
@@ -267,23 +368,63 @@ def fit_conditional_law(x, r, L, L_opt) -> PublishedLaw:
 
     The two factors are identifiable only up to a common scale (a -> c a, b -> b / c), so
     b0 = 1 pins it; the optima a2/a1 and b2/b1 do not depend on that choice. Inputs: (n,)
-    arrays of x = d/sqrt(N), r = N_mlp/N_attn, the loss L and the reference L_opt(N, D).
+    arrays (n >= 5) of x = d/sqrt(N), r = N_mlp/N_attn, the loss L and the reference L_opt.
     """
-    x, r = _as_positive_array("x", x, 5), _as_positive_array("r", r, 5)
-    L, L_opt = _as_positive_array("L", L, 5), _as_positive_array("L_opt", L_opt, 5)
-    if not len(x) == len(r) == len(L) == len(L_opt):
-        raise ValueError("x, r, L and L_opt must have equal length")
+    x = validate.array("x", x, positive=True, min_size=5)
+    r = validate.array("r", r, positive=True, min_size=5)
+    L = validate.array("L", L, positive=True, min_size=5)
+    L_opt = validate.array("L_opt", L_opt, positive=True, min_size=5)
+    validate.same_length(x=x, r=r, L=L, L_opt=L_opt)
 
     def residual(theta: np.ndarray) -> np.ndarray:
         a0, a1, a2, b1, b2 = theta
-        fa = a0 + a1 * np.log(x) + a2 / x
-        return fa * (1 + b1 * np.log(r) + b2 / r) - L / L_opt
+        return (a0 + a1 * np.log(x) + a2 / x) * (1 + b1 * np.log(r) + b2 / r) - L / L_opt
 
     res = optimize.least_squares(residual, x0=[1.0, 0.0, 0.0, 0.0, 0.0], method="lm")
     a0, a1, a2, b1, b2 = (float(v) for v in res.x)
     return PublishedLaw(UFactor(a0, a1, a2), UFactor(1.0, b1, b2))
 
 
+def fit_across_sizes(x, r, N, L) -> PublishedLaw:
+    """Fit Eq. 3 on runs of several sizes, with L_opt(N) = the lowest loss seen at each size.
+
+    The paper takes L_opt below 1B as the best variant of each size (Sec. 4). x, r, N, L: (n,)
+    per run, N the nominal size (runs of one size share L_opt; realised sizes differ a little);
+    runs with a non-finite L must be dropped by the caller (the divergence rule).
+    """
+    N = validate.array("N", N, positive=True, min_size=5)
+    L = validate.array("L", L, positive=True, min_size=5)
+    validate.same_length(N=N, L=L)
+    L_opt = np.array([L[N == n].min() for n in N])
+    return fit_conditional_law(x, r, L, L_opt)
+
+
+def transfer_spearman(law: PublishedLaw, x, r, L, V: int) -> np.ndarray:
+    """Spearman(law's prediction, measured loss) over the shapes of one size, per replicate.
+
+    x, r: (n,) realised shape ratios (n >= 3); L: (n, R) final losses, one column per replicate.
+    Divergence rule (`is_diverged`): a diverged run counts as ln V, a uniform guess. L_opt is
+    common to the shapes of one size, so it drops out of the ranking.
+    """
+    predicted = predict_loss(law, validate.array("x", x, min_size=3), r, 1.0)
+    flagged = is_diverged(L, V)  # also rejects a string
+    L = validate.array("L", np.where(flagged, math.log(V), np.asarray(L, dtype=float)), ndim=2)
+    if L.shape[0] != len(predicted):
+        raise ValueError(f"L must be (n_shapes={len(predicted)}, replicates), got {L.shape}")
+    return np.array([stats.spearmanr(predicted, column).statistic for column in L.T])
+
+
+def noise_ceiling(L) -> np.ndarray:
+    """How well the measured ranking itself predicts one replicate: per replicate k,
+    Spearman(mean of the other replicates, replicate k). L: (n_shapes, R) losses, R >= 2."""
+    L = validate.array("L", L, ndim=2)
+    if L.shape[0] < 3 or L.shape[1] < 2:
+        raise ValueError(f"L must be (n_shapes >= 3, replicates >= 2), got {L.shape}")
+    rest = (L.sum(axis=1, keepdims=True) - L) / (L.shape[1] - 1)  # leave-one-out means
+    return np.array([stats.spearmanr(rest[:, k], L[:, k]).statistic for k in range(L.shape[1])])
+
+
+# ----------------------------------------------------------------------------- search
 def candidate_shapes(
     N: int,
     ds,
@@ -294,7 +435,7 @@ def candidate_shapes(
     r_range: tuple[float, float],
     n_tol: float = 0.05,
     vocab_size: int = 8,
-    max_seq_len: int = 24,
+    max_seq_len: int = 16,
 ) -> list[LMConfig]:
     """Distinct MHA shapes `design(N, d, r, ...)` over the grid ds x rs that stay in range.
 
@@ -303,21 +444,22 @@ def candidate_shapes(
     realised N within a fraction n_tol of N. Returns the configs in grid order, duplicates
     (head rounding maps nearby requests to one shape) removed.
     """
-    for name, rng in (("x_range", x_range), ("r_range", r_range)):
-        if len(rng) != 2 or not 0 < rng[0] <= rng[1] < math.inf:
-            raise ValueError(f"{name}={rng!r} must be (lo, hi) with 0 < lo <= hi < inf")
-    if not 0 <= n_tol < 1:
-        raise ValueError(f"n_tol={n_tol!r} must be in [0, 1), e.g. 0.05")
+    ds = validate.array("ds", ds, positive=True)
+    rs = validate.array("rs", rs, positive=True)
+    for name, pair in (("x_range", x_range), ("r_range", r_range)):
+        lo_hi = validate.array(name, pair, positive=True)
+        if lo_hi.shape != (2,) or lo_hi[0] > lo_hi[1]:
+            raise ValueError(f"{name} must be (lo, hi) with 0 < lo <= hi, got {pair!r}")
+    n_tol = validate.real("n_tol", n_tol, low=0, high=1, high_open=True)
     shapes: dict[LMConfig, None] = {}
     for d in ds:
+        if d != int(d):
+            raise ValueError(f"ds must hold whole hidden sizes, got {d}")
         for r in rs:
-            cfg = design(N, d, r, n_layers, d_head, 1, vocab_size, max_seq_len)
+            cfg = design(N, int(d), float(r), n_layers, d_head, 1, vocab_size, max_seq_len)
             x, r_real, n = shape_ratios(cfg)
-            if (
-                x_range[0] <= x <= x_range[1]
-                and r_range[0] <= r_real <= r_range[1]
-                and abs(n / N - 1) <= n_tol
-            ):
+            if (x_range[0] <= x <= x_range[1] and r_range[0] <= r_real <= r_range[1]
+                    and abs(n / N - 1) <= n_tol):  # fmt: skip
                 shapes[cfg] = None
     return list(shapes)
 
@@ -330,14 +472,11 @@ def search_architecture(L_pred, throughput, L_target: float, rel_tol: float = 0.
     lowest L_pred: the Pareto point. Returns the index of the pick, or -1 if none is feasible.
     Throughput is measured, not modelled, as in the paper.
     """
-    L_pred = np.asarray(L_pred, dtype=float)
-    speed = _as_positive_array("throughput", throughput)
-    if L_pred.shape != speed.shape or not np.all(np.isfinite(L_pred)):
-        raise ValueError(f"L_pred must be finite with shape {speed.shape}, got {L_pred.shape}")
-    if not math.isfinite(L_target):
-        raise ValueError(f"L_target={L_target!r} must be finite")
-    if not 0 <= rel_tol < 1:
-        raise ValueError(f"rel_tol={rel_tol!r} must be in [0, 1), e.g. 0.05")
+    L_pred = validate.array("L_pred", L_pred)
+    speed = validate.array("throughput", throughput, positive=True)
+    validate.same_length(L_pred=L_pred, throughput=speed)
+    L_target = validate.real("L_target", L_target)
+    rel_tol = validate.real("rel_tol", rel_tol, low=0, high=1, high_open=True)
     feasible = np.flatnonzero(L_pred <= L_target)
     if not len(feasible):
         return -1
@@ -346,8 +485,6 @@ def search_architecture(L_pred, throughput, L_target: float, rel_tol: float = 0.
 
 
 # ----------------------------------------------------------------------------- decoding
-
-
 @dataclass(frozen=True)
 class DecodeCost:
     """Cost model of decoding one token per sequence at context T (batch B, fp32 by default).
@@ -371,15 +508,10 @@ def decode_cost(
     cfg: LMConfig, batch_size: int, context: int, bytes_per_value: int = 4
 ) -> DecodeCost:
     """The per-token `DecodeCost` of a KV-cache decode step of `cfg` (see DecodeCost)."""
-    if not isinstance(cfg, LMConfig):
-        raise ValueError(f"cfg={cfg!r} must be an LMConfig")
-    for name, v in (
-        ("batch_size", batch_size),
-        ("context", context),
-        ("bytes_per_value", bytes_per_value),
-    ):
-        if not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name}={v!r} must be a positive integer")
+    cfg = _config(cfg)
+    batch_size = validate.integer("batch_size", batch_size, minimum=1)
+    context = validate.integer("context", context, minimum=1, maximum=cfg.max_seq_len)
+    bytes_per_value = validate.integer("bytes_per_value", bytes_per_value, minimum=1)
     pc = count_params(cfg)
     weights = (pc.non_embedding + cfg.vocab_size * cfg.d_model) * bytes_per_value
     kv = 2 * cfg.n_layers * cfg.n_kv_heads * cfg.head_dim * context * bytes_per_value
@@ -388,21 +520,18 @@ def decode_cost(
 
 @dataclass(frozen=True)
 class DecodeTiming:
-    """Measured decode throughput of several variants: arrays of shape (n_variants, n_repeats)."""
+    """Measured decode throughput of several variants: arrays of shape (n_variants, n_rounds)."""
 
     tokens_per_cpu_s: np.ndarray  # decoded tokens (batch x steps) per CPU-second of this process
     tokens_per_wall_s: np.ndarray  # the same per wall-clock second
     kv_bytes_measured: np.ndarray  # (n_variants,) bytes of the real cache tensors, per sequence
 
 
-def _decode_once(
-    model, cache, batch_size: int, context: int, n_steps: int, gen
-) -> tuple[float, float]:
-    """Decode n_steps tokens after a context of `context` positions; returns (cpu_s, wall_s)."""
+def _decode_once(model, cache, context: int, n_steps: int, tok) -> tuple[float, float]:
+    """Decode n_steps tokens after `context` cached positions; returns (cpu_s, wall_s)."""
     import torch
 
     cache.pos = context
-    tok = torch.randint(model.cfg.vocab_size, (batch_size, 1), generator=gen)
     c0, w0 = time.process_time(), time.perf_counter()
     with torch.inference_mode():
         for _ in range(n_steps):
@@ -412,32 +541,31 @@ def _decode_once(
 
 
 def measure_decode(
-    cfgs: list[LMConfig], batch_size: int, context: int, n_steps: int, n_repeats: int, seed: int = 0
+    cfgs: list[LMConfig], batch_size: int, context: int, n_steps: int, n_rounds: int, seed: int
 ) -> DecodeTiming:
-    """Time KV-cache decoding of random-weight models, round-robin over variants and repeats.
+    """Time KV-cache decoding of random-weight models in interleaved rounds, in this process.
 
-    The cache is filled with random keys/values for `context` positions instead of a prefill
-    (its contents do not change the cost of a step); each repeat then decodes n_steps tokens.
-    Interleaving the variants spreads the load of a shared machine evenly over them. One
-    warm-up step per variant is not timed.
+    Every round visits each variant once, in an order shuffled from `seed`, and decodes n_steps
+    tokens per visit: a slow spell of a shared machine hits all variants of a round alike, and
+    no variant always runs first or last. Nothing else of ours runs meanwhile (no workers), and
+    the CPU time counted is this process's only. The cache is filled with random keys and
+    values instead of a prefill (its contents do not change the cost of a step). One warm-up
+    step per variant is not timed.
     """
     import torch
 
     from lib.lm import KVCache
     from lib.train import build_model
 
-    for name, v in (
-        ("batch_size", batch_size),
-        ("context", context),
-        ("n_steps", n_steps),
-        ("n_repeats", n_repeats),
-    ):
-        if not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name}={v!r} must be a positive integer")
-    if not cfgs or any(c.max_seq_len < context + n_steps for c in cfgs):
-        raise ValueError(
-            f"cfgs must be non-empty with max_seq_len >= context + n_steps = {context + n_steps}"
-        )
+    if not isinstance(cfgs, list | tuple) or not cfgs:
+        raise ValueError("cfgs must be a non-empty list of LMConfig")
+    batch_size = validate.integer("batch_size", batch_size, minimum=1)
+    context = validate.integer("context", context, minimum=1)
+    n_steps = validate.integer("n_steps", n_steps, minimum=1)
+    n_rounds = validate.integer("n_rounds", n_rounds, minimum=1)
+    seed = validate.integer("seed", seed, minimum=0)
+    if any(_config(c).max_seq_len < context + n_steps for c in cfgs):
+        raise ValueError(f"every cfg needs max_seq_len >= context + n_steps = {context + n_steps}")
     gen = torch.Generator().manual_seed(seed)
     models, caches, kv = [], [], []
     for cfg in cfgs:
@@ -448,81 +576,24 @@ def measure_decode(
         cache.pos = context
         kv.append(cache.nbytes() / batch_size)  # filled positions, per sequence
         caches.append(cache)
-        _decode_once(models[-1], cache, batch_size, context, 1, gen)  # warm-up
-    cpu = np.zeros((len(cfgs), n_repeats))
+    tok = torch.randint(cfgs[0].vocab_size, (batch_size, 1), generator=gen)
+    for model, cache in zip(models, caches, strict=True):
+        _decode_once(model, cache, context, 1, tok % model.cfg.vocab_size)  # warm-up
+    order = np.random.default_rng(seed)
+    cpu = np.zeros((len(cfgs), n_rounds))
     wall = np.zeros_like(cpu)
-    for rep in range(n_repeats):
-        for i, (model, cache) in enumerate(zip(models, caches, strict=True)):
-            cpu[i, rep], wall[i, rep] = _decode_once(
-                model, cache, batch_size, context, n_steps, gen
-            )
+    for k in range(n_rounds):
+        for i in order.permutation(len(cfgs)):
+            cpu[i, k], wall[i, k] = _decode_once(models[i], caches[i], context, n_steps,
+                                                 tok % models[i].cfg.vocab_size)  # fmt: skip
     n_tok = batch_size * n_steps
     return DecodeTiming(n_tok / cpu, n_tok / wall, np.array(kv))
 
 
-def spearman_over_repeats(knob, samples, n_boot: int = 200, seed: int = 0) -> tuple[float, float]:
-    """Spearman(knob, median over repeats of samples) and its spread over repeat resampling.
-
-    knob: (n,) values; samples: (n, reps) measurements. The spread is the standard deviation of
-    the Spearman coefficient when each variant's repeats are resampled with replacement.
-    """
-    from scipy.stats import spearmanr
-
-    k = np.asarray(knob, dtype=float)
-    s = np.asarray(samples, dtype=float)
-    if k.ndim != 1 or s.ndim != 2 or s.shape[0] != len(k) or len(k) < 3:
-        raise ValueError(f"knob must be (n>=3,) and samples (n, reps); got {k.shape}, {s.shape}")
-    if not (np.all(np.isfinite(k)) and np.all(np.isfinite(s))):
-        raise ValueError("knob and samples must be finite")
-    if not isinstance(n_boot, int) or n_boot < 1:
-        raise ValueError(f"n_boot={n_boot!r} must be a positive integer")
-    rho = float(spearmanr(k, np.median(s, axis=1)).statistic)
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, s.shape[1], size=(n_boot,) + s.shape)  # (n_boot, n, reps)
-    boots = [
-        spearmanr(k, np.median(np.take_along_axis(s, i, axis=1), axis=1)).statistic for i in idx
-    ]
-    return rho, float(np.std(boots))
-
-
-# ----------------------------------------------------------------------------- training
-
-_WORKER_DATA: dict = {}
-
-
-def _init_worker(train_tokens: np.ndarray, val_tokens: np.ndarray) -> None:
-    import torch
-
-    torch.set_num_threads(1)  # one thread per process: the processes share the cores
-    _WORKER_DATA.update(train=train_tokens, val=val_tokens)
-
-
-def _final_loss(job: tuple) -> float:
-    from lib.train import train
-
-    res = train(job[0], job[1], _WORKER_DATA["train"], _WORKER_DATA["val"])
-    return float(res.eval_loss[-1])
-
-
-def train_final_losses(
-    jobs: list[tuple], train_tokens: np.ndarray, val_tokens: np.ndarray, n_workers: int = 2
-) -> list[float]:
-    """Final validation loss (nats/token) of `lib.train.train(cfg, tcfg, ...)` per (cfg, tcfg).
-
-    Runs in n_workers spawned processes of one thread each (2 cores: about twice as fast as a
-    loop); `train` is seeded and deterministic, so the result does not depend on n_workers.
-    """
-    from concurrent.futures import ProcessPoolExecutor
-    from multiprocessing import get_context
-
-    if not isinstance(n_workers, int) or n_workers < 1:
-        raise ValueError(f"n_workers={n_workers!r} must be a positive integer, e.g. 2")
-    if not jobs:
-        raise ValueError("jobs must be a non-empty list of (LMConfig, TrainConfig) pairs")
-    with ProcessPoolExecutor(
-        n_workers,
-        mp_context=get_context("spawn"),
-        initializer=_init_worker,
-        initargs=(np.asarray(train_tokens), np.asarray(val_tokens)),
-    ) as ex:
-        return list(ex.map(_final_loss, jobs))
+def spearman_by_round(knob, samples) -> np.ndarray:
+    """Spearman(knob, samples[:, k]) for each round k: knob (n,), samples (n, rounds)."""
+    k = validate.array("knob", knob, min_size=3)
+    s = validate.array("samples", samples, ndim=2)
+    if s.shape[0] != len(k):
+        raise ValueError(f"samples must have one row per knob value ({len(k)}), got {s.shape}")
+    return np.array([stats.spearmanr(k, column).statistic for column in s.T])

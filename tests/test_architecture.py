@@ -1,31 +1,40 @@
-"""Tests of lib.architecture: accounting, task floor, U-shape and law fits, search, decode cost."""
+"""Tests of lib.architecture: accounting, toy task, law fits across sizes, search, decode cost."""
 
 import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from lib.architecture import (
     BIAN2025,
     BIAN2025_1B,
     BIAN2025_TABLE1,
-    LookupTask,
+    LagTask,
     PublishedLaw,
     UFactor,
     argmin_numeric,
     candidate_shapes,
     decode_cost,
     design,
+    final_losses,
+    fit_across_sizes,
     fit_conditional_law,
     fit_u_shape,
+    is_diverged,
+    llama_like,
     measure_decode,
+    noise_ceiling,
     predict_loss,
     search_architecture,
     shape_ratios,
-    spearman_over_repeats,
+    spearman_by_round,
+    sweep_shapes,
     table1_config,
+    transfer_spearman,
 )
 from lib.lm import KVCache, LMConfig
+from lib.train import TrainConfig, train
 
 
 def _independent_ratios(d, f, n_layers, n_h, n_kv, d_h):
@@ -64,25 +73,36 @@ def test_design_hits_requested_shape():
     assert x == pytest.approx(24 / math.sqrt(N))
     g = design(12_000_000, 512, 1.0, 6, 32, gqa=4)
     assert g.n_heads % 4 == 0 and g.n_heads // g.n_kv_heads == 4
-    with pytest.raises(ValueError, match="r="):
-        design(8000, 24, -1.0, 2, 4)
-    with pytest.raises(ValueError, match="N="):
-        design(float("nan"), 24, 1.0, 2, 4)
 
 
-def test_lookup_task_floor_and_rule():
-    task = LookupTask()
-    assert task.entropy_floor() == pytest.approx(0.74741, abs=1e-5)
-    x = task.sample(20_000, seed=3)
-    rule = task.table()[x[:, 4], x[:, 2], x[:, 0]]
-    assert np.mean(x[:, 5] == rule) == pytest.approx(0.9 + 0.1 / 8, abs=0.01)
-    assert LookupTask(p_rule=1.0).entropy_floor() == pytest.approx(4 * math.log(8) / 23)
-    with pytest.raises(ValueError, match="T="):
-        LookupTask(T=5)
-    with pytest.raises(ValueError, match="p_rule"):
-        LookupTask(p_rule=1.5)
-    with pytest.raises(ValueError, match="n="):
-        task.sample(0, seed=0)
+def test_llama_like_has_fixed_ratios_and_sits_in_the_grid():
+    for d, layers in ((24, 1), (32, 2)):
+        x, r, N = shape_ratios(llama_like(d, layers, 4, 8, 16))
+        assert (
+            r == 3.0 and x == pytest.approx(1 / math.sqrt(16 * layers)) and N == 16 * d * d * layers
+        )
+    base = llama_like(24, 1, 4, 8, 16)
+    grid = sweep_shapes(9216, (0.125, 0.25, 0.5), 1.0, (1.0, 3.0), 0.25, 1, 4, 8, 16)
+    assert base == grid["r"][1] and grid["x"][1] == grid["r"][0]  # the shared centre
+    assert [c.d_model for c in grid["x"]] == [12, 24, 48]
+
+
+def test_lag_task_floor_and_sampling():
+    uniform = LagTask(unary=0, pairs=0)
+    assert uniform.floor(uniform.sample(50, seed=0)) == pytest.approx(math.log(8))
+    # One unary lag: x_t ~ softmax(U_1[x_{t-1}]), so the empirical transitions match the table.
+    task = LagTask(V=4, T=12, unary=1, pairs=0, table_seed=3)
+    x = task.sample(20_000, seed=1)
+    ((_, weight, U),) = task.terms()
+    p = np.exp(weight * U) / np.exp(weight * U).sum(axis=1, keepdims=True)
+    counts = np.zeros((4, 4))
+    np.add.at(counts, (x[:, :-1].ravel(), x[:, 1:].ravel()), 1)
+    assert counts / counts.sum(axis=1, keepdims=True) == pytest.approx(p, abs=0.01)
+    # The floor is the mean -log p of the tokens, here by hand from the same table.
+    by_hand = -np.log(p[x[:, :-1], x[:, 1:]]).mean()
+    assert task.floor(x) == pytest.approx(by_hand, rel=1e-12)
+    assert task.floor(x) < math.log(4)
+    assert np.array_equal(task.sample(5, seed=7), task.sample(5, seed=7))
 
 
 def test_fit_u_shape_recovers_planted_coefficients():
@@ -91,10 +111,6 @@ def test_fit_u_shape_recovers_planted_coefficients():
     fit = fit_u_shape(z, planted(z))
     assert (fit.c0, fit.c1, fit.c2) == pytest.approx((1.0, 0.2, 0.05))
     assert fit.z_star == pytest.approx(0.25)
-    with pytest.raises(ValueError, match="z must"):
-        fit_u_shape([0.1, -0.2, 0.3], [1, 1, 1])
-    with pytest.raises(ValueError, match="equal length"):
-        fit_u_shape([0.1, 0.2, 0.3], [1, 1, 1, 1])
 
 
 def test_fit_conditional_law_recovers_optima():
@@ -107,8 +123,47 @@ def test_fit_conditional_law_recovers_optima():
     assert law.a.z_star == pytest.approx(BIAN2025.a.z_star, rel=1e-4)
     assert law.b.z_star == pytest.approx(BIAN2025.b.z_star, rel=1e-4)
     assert predict_loss(law, x, r, L_opt) == pytest.approx(L, rel=1e-6)
-    with pytest.raises(ValueError, match="equal length"):
-        fit_conditional_law(x, r, L[:-1], L_opt)
+
+
+def _planted_sizes(law=BIAN2025, sizes=(10**8, 2 * 10**8, 4 * 10**8)):
+    """The same (x, r) grid at each size; L_opt falls with N. Returns x, r, N, L."""
+    xs, rs = np.array([0.04, 0.06, 0.08, 0.12, 0.16]), np.array([0.5, 1.0, 2.0, 4.0])
+    x, r = (a.ravel() for a in np.meshgrid(xs, rs))
+    N = np.repeat(sizes, len(x))
+    L_opt = 2.0 + 1e3 / N**0.3
+    return np.tile(x, 3), np.tile(r, 3), N, predict_loss(law, np.tile(x, 3), np.tile(r, 3), L_opt)
+
+
+def test_fit_across_sizes_and_transfer_recover_a_planted_law():
+    x, r, N, L = _planted_sizes()
+    small, test = N < 4 * 10**8, N == 4 * 10**8
+    law = fit_across_sizes(x[small], r[small], N[small], L[small])
+    assert law.a.z_star == pytest.approx(BIAN2025.a.z_star, rel=1e-4)
+    assert law.b.z_star == pytest.approx(BIAN2025.b.z_star, rel=1e-4)
+    # Two replicates at the test size: exact, and one whose best shape diverged (counts as ln V).
+    L_T = np.column_stack([L[test], L[test]])
+    best = int(np.argmin(L[test]))
+    L_T[best, 1] = np.nan
+    rho = transfer_spearman(law, x[test], r[test], L_T, V=1000)
+    flagged = L[test].copy()
+    flagged[best] = math.log(1000)
+    expected = stats.spearmanr(predict_loss(law, x[test], r[test], 1.0), flagged).statistic
+    assert rho[0] == pytest.approx(1.0) and rho[1] == pytest.approx(expected)
+    assert expected < 0.9
+
+
+def test_is_diverged():
+    flags = is_diverged([1.0, np.nan, np.inf, math.log(8), 2.0], V=8)
+    assert flags.tolist() == [False, True, True, True, False]
+
+
+def test_noise_ceiling():
+    L = np.array([[1.0, 1.1, 1.2], [2.0, 2.1, 2.2], [3.0, 3.1, 3.2], [4.0, 4.1, 4.2]])
+    assert noise_ceiling(L) == pytest.approx([1.0, 1.0, 1.0])
+    L[0, 2], L[3, 2] = 4.5, 0.5  # the third replicate swaps the extremes
+    # replicate 3 against the others' means (1.05, 2.05, 3.05, 4.05): ranks 4 2 3 1 -> -0.8;
+    # replicates 1 and 2 against means whose ranks are 3 1 4 2 -> 0
+    assert noise_ceiling(L) == pytest.approx([0.0, 0.0, -0.8])
 
 
 def test_search_picks_fastest_feasible():
@@ -117,12 +172,6 @@ def test_search_picks_fastest_feasible():
     # 5.0 and 4.9 tie within 5%: the tie goes to the lower predicted loss
     assert search_architecture([2.0, 1.9, 1.99, 1.95], [1.0, 2.0, 5.0, 4.9], 2.0, 0.05) == 3
     assert search_architecture([2.0, 1.9, 1.99, 1.95], [1.0, 2.0, 5.0, 4.9], 2.0, 0.01) == 2
-    with pytest.raises(ValueError, match="rel_tol"):
-        search_architecture([1.0], [1.0], 2.0, rel_tol=1.0)
-    with pytest.raises(ValueError, match="throughput"):
-        search_architecture([1.0], [0.0], 2.0)
-    with pytest.raises(ValueError, match="L_target"):
-        search_architecture([1.0], [1.0], math.inf)
     assert isinstance(BIAN2025, PublishedLaw)
 
 
@@ -137,58 +186,124 @@ def test_candidate_shapes_stay_in_range_and_are_distinct():
         assert abs(n / 18_432 - 1) <= 0.05 and cfg.n_kv_heads == cfg.n_heads
     # d = 16 gives x = 0.12 and d = 64 gives x = 0.47 at this N: both fall outside x_range
     assert {c.d_model for c in shapes} <= {32, 36, 40, 48}
-    with pytest.raises(ValueError, match="x_range"):
-        candidate_shapes(18_432, (32,), (1,), 2, 4, (0.4, 0.2), r_range)
-    with pytest.raises(ValueError, match="n_tol"):
-        candidate_shapes(18_432, (32,), (1,), 2, 4, x_range, r_range, n_tol=1.5)
 
 
 def test_decode_cost_kv_matches_cache_tensors():
-    cfg = LMConfig(
-        vocab_size=16,
-        d_model=32,
-        n_layers=3,
-        n_heads=8,
-        n_kv_heads=2,
-        d_ff=40,
-        max_seq_len=64,
-        d_head=4,
-    )
+    cfg = LMConfig(vocab_size=16, d_model=32, n_layers=3, n_heads=8, n_kv_heads=2, d_ff=40,
+                   max_seq_len=64, d_head=4)  # fmt: skip
     c = decode_cost(cfg, batch_size=5, context=40)
     cache = KVCache(cfg, 5, 64)
     cache.pos = 40
     assert c.kv_bytes == cache.nbytes() / 5 == 2 * 3 * 2 * 4 * 40 * 4
     assert c.bytes == c.weight_bytes + c.kv_bytes
-    with pytest.raises(ValueError, match="context"):
-        decode_cost(cfg, 5, 0)
 
 
-def test_measure_decode_shapes_and_validation():
+def test_measure_decode_shapes_and_determinism_of_order():
     cfgs = [design(20_000, d, 1.0, 2, 8, 1, 16, 40) for d in (16, 32)]
-    t = measure_decode(cfgs, batch_size=2, context=16, n_steps=3, n_repeats=2)
+    t = measure_decode(cfgs, batch_size=2, context=16, n_steps=3, n_rounds=2, seed=0)
     assert t.tokens_per_cpu_s.shape == (2, 2) and np.all(t.tokens_per_wall_s > 0)
     assert list(t.kv_bytes_measured) == [decode_cost(c, 2, 16).kv_bytes for c in cfgs]
-    with pytest.raises(ValueError, match="max_seq_len"):
-        measure_decode(cfgs, batch_size=2, context=39, n_steps=3, n_repeats=1)
 
 
-def test_spearman_over_repeats():
-    samples = np.array([[1.0, 1.1], [2.0, 2.1], [3.0, 3.1]])
-    rho, sd = spearman_over_repeats([1, 2, 3], samples)
-    assert rho == 1.0 and sd == 0.0
-    with pytest.raises(ValueError, match="knob"):
-        spearman_over_repeats([1, 2], samples)
+def test_spearman_by_round():
+    samples = np.array([[1.0, 3.0], [2.0, 2.0], [3.0, 1.0]])
+    assert spearman_by_round([1, 2, 3], samples).tolist() == [1.0, -1.0]
 
 
-def test_train_final_losses_matches_direct_training():
-    from lib.architecture import train_final_losses
-    from lib.train import TrainConfig, train
-
-    task = LookupTask()
+def test_final_losses_match_direct_training():
+    task = LagTask(T=12, unary=4, pairs=1)
     tr, va = task.sample(256, seed=1), task.sample(64, seed=2)
     cfg = design(2000, 16, 1.0, 1, 4, 1, task.V, task.T)
-    tcfg = TrainConfig(steps=5, batch_size=8, seq_len=23, lr=1e-2, eval_windows=64)
+    tcfg = TrainConfig(steps=5, batch_size=8, seq_len=11, lr=1e-2, eval_windows=64)
     direct = float(train(cfg, tcfg, tr, va).eval_loss[-1])
-    assert train_final_losses([(cfg, tcfg)], tr, va, n_workers=1) == [direct]
-    with pytest.raises(ValueError, match="n_workers"):
-        train_final_losses([(cfg, tcfg)], tr, va, n_workers=0)
+    assert final_losses([(cfg, tcfg)], tr, va) == [direct]
+
+
+CFG = design(2304, 12, 1.0, 1, 4, 1, 8, 16)
+TCFG = TrainConfig(steps=1, batch_size=2, seq_len=15, lr=1e-2)
+
+BAD_CALLS = [
+    # (call, error, message)
+    (lambda: design(8000, 24, -1.0, 2, 4), ValueError, "r must lie in"),
+    (lambda: design(float("nan"), 24, 1.0, 2, 4), TypeError, "N must be an integer"),
+    (lambda: design(8000, 24, 1.0, True, 4), TypeError, "n_layers must be an integer"),
+    (lambda: design(8000, 24, 1.0, 2, 4, gqa=0), ValueError, "gqa must be >= 1"),
+    (lambda: llama_like(26, 1, 4, 8, 16), ValueError, "multiple of d_head"),
+    (lambda: shape_ratios("cfg"), TypeError, "cfg must be an LMConfig"),
+    (lambda: table1_config(("LLaMA", 2048)), TypeError, "row must be a Table1Row"),
+    (lambda: sweep_shapes(9216, [0.25, -1], 1.0, [1.0], 0.25, 1, 4, 8, 16), ValueError, "x_grid"),
+    (lambda: LagTask(T=5), ValueError, "T must be >= 7"),
+    (lambda: LagTask(unary_decay=math.nan), ValueError, "unary_decay must be finite"),
+    (lambda: LagTask(V=True), TypeError, "V must be an integer"),
+    (lambda: LagTask().sample(0, seed=0), ValueError, "n must be >= 1"),
+    (lambda: LagTask().sample(4, seed=1.5), TypeError, "seed must be an integer"),
+    (lambda: LagTask().floor(np.full((2, 16), 9)), ValueError, "tokens must be <= 7"),
+    (lambda: LagTask().floor(np.zeros((2, 10))), ValueError, "T=16 columns"),
+    (lambda: final_losses([], None, None), ValueError, "non-empty list"),
+    (lambda: final_losses([(CFG, {"steps": 1})], None, None), TypeError, "TrainConfig"),
+    (lambda: is_diverged([1.0], V=1), ValueError, "V must be >= 2"),
+    (lambda: is_diverged("1.0", V=8), TypeError, "L must be an array"),
+    (lambda: fit_u_shape([0.1, -0.2, 0.3], [1, 1, 1]), ValueError, "z must be > 0"),
+    (lambda: fit_u_shape([0.1, 0.2, 0.3], [1, 1, 1, 1]), ValueError, "equal lengths"),
+    (lambda: fit_u_shape([0.1, 0.2], [1, 1]), ValueError, "at least 3"),
+    (lambda: argmin_numeric(BIAN2025.a, lo=2.0, hi=1.0), ValueError, "lo=2.0 must be < hi"),
+    (lambda: argmin_numeric((1, 2, 3)), TypeError, "factor must be a UFactor"),
+    (lambda: predict_loss(BIAN2025, [0.1], [1.0], [math.inf]), ValueError, "L_opt contains"),
+    (lambda: predict_loss("law", [0.1], [1.0], [1.0]), TypeError, "law must be a PublishedLaw"),
+    (
+        lambda: fit_conditional_law([0.1] * 5, [1.0] * 5, [2.0] * 4, [1.0] * 5),
+        ValueError,
+        "at least 5",
+    ),
+    (
+        lambda: fit_conditional_law([0.1] * 6, [1.0] * 6, [2.0] * 5, [1.0] * 5),
+        ValueError,
+        "equal lengths",
+    ),
+    (
+        lambda: fit_across_sizes([0.1] * 5, [1.0] * 5, [1e3] * 5, [np.nan] * 5),
+        ValueError,
+        "L contains NaN",
+    ),
+    (
+        lambda: transfer_spearman(BIAN2025, [0.1] * 3, [1.0] * 3, [[2.0]] * 2, 8),
+        ValueError,
+        "L must be",
+    ),
+    (lambda: transfer_spearman("law", [0.1] * 3, [1.0] * 3, [[2.0]] * 3, 8), TypeError, "law"),
+    (lambda: noise_ceiling([[1.0, 2.0]] * 2), ValueError, "n_shapes >= 3"),
+    (lambda: noise_ceiling([[1.0, np.nan]] * 3), ValueError, "L contains NaN"),
+    (
+        lambda: candidate_shapes(9216, [24], [1.0], 1, 4, (0.4, 0.2), (1, 3)),
+        ValueError,
+        "x_range must be",
+    ),
+    (
+        lambda: candidate_shapes(9216, [24.5], [1.0], 1, 4, (0.1, 0.9), (1, 3)),
+        ValueError,
+        "whole hidden sizes",
+    ),
+    (
+        lambda: candidate_shapes(9216, [24], [1.0], 1, 4, (0.1, 0.9), (1, 3), n_tol=1.5),
+        ValueError,
+        "n_tol must lie in",
+    ),
+    (lambda: search_architecture([1.0], [0.0], 2.0), ValueError, "throughput must be > 0"),
+    (lambda: search_architecture([1.0], [1.0], math.inf), ValueError, "L_target must be finite"),
+    (lambda: search_architecture([1.0], [1.0], 2.0, rel_tol=1.0), ValueError, "rel_tol"),
+    (lambda: search_architecture([1.0, 2.0], [1.0], 2.0), ValueError, "equal lengths"),
+    (lambda: decode_cost(CFG, 5, 0), ValueError, "context must be >= 1"),
+    (lambda: decode_cost(CFG, 5.0, 4), TypeError, "batch_size must be an integer"),
+    (lambda: measure_decode([CFG], 2, 15, 3, 1, seed=0), ValueError, "max_seq_len >="),
+    (lambda: measure_decode([], 2, 4, 3, 1, seed=0), ValueError, "non-empty list"),
+    (lambda: measure_decode([CFG], 2, 4, 3, True, seed=0), TypeError, "n_rounds must be"),
+    (lambda: spearman_by_round([1, 2], [[1.0], [2.0]]), ValueError, "at least 3"),
+    (lambda: spearman_by_round([1, 2, 3], [[1.0], [2.0]]), ValueError, "one row per knob"),
+    (lambda: UFactor(1.0, 0.1, 0.1)(0.0), ValueError, "z must be > 0"),
+]
+
+
+@pytest.mark.parametrize(("call", "error", "message"), BAD_CALLS)
+def test_bad_input_gets_a_clear_error(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
