@@ -86,6 +86,16 @@ def run(code: str, mode: S._Mode, limits: S.SandboxLimits = RELAXED, files=None)
     return S._execute(code, files or {}, limits, mode)
 
 
+def skeleton_folders(mode: S._Mode) -> set[str]:
+    """Folders the private root holds only as empty parents of a read-only bind (e.g. /tmp and
+    /tmp/clone when the project's .venv, which the sandbox must show, lives in /tmp/clone)."""
+    folders = set()
+    for path in S._binds(mode):
+        while (path := os.path.dirname(path)) != "/":
+            folders.add(path)
+    return folders
+
+
 def assert_unhooked(result: S.SandboxResult) -> None:
     assert "UNHOOKED" in result.stdout, (result.message, result.stderr)
 
@@ -303,7 +313,27 @@ def test_os_stat_learns_nothing_about_host_files(ns_mode, canary):
     """
     paths = [str(folder / "public.txt"), str(folder), __file__, "/etc/shadow", "/tmp", "/home"]
     result = run(attack(body, unhook=False, PATHS=paths), ns_mode)
-    assert result.ok and "SIZE" not in result.stdout, result.stdout
+    skeleton = skeleton_folders(ns_mode)  # these exist inside, empty but for the bind below them
+    seen = [line.split()[1] for line in result.stdout.splitlines() if line.startswith("SIZE")]
+    assert result.ok and set(seen) <= skeleton, result.stdout
+
+
+@needs_namespaces
+def test_parents_of_a_bind_show_only_the_path_to_it(ns_mode, canary):
+    folder, token = canary  # a host folder in /tmp, beside any clone of the project there
+    skeleton = sorted(skeleton_folders(ns_mode))
+    body = """
+        import os
+        for d in FOLDERS:
+            print("LIST", d, sorted(os.listdir(d)))
+    """
+    result = run(attack(body, FOLDERS=skeleton), ns_mode)
+    assert_unhooked(result)
+    below = S._binds(ns_mode) + skeleton
+    for d in skeleton:
+        names = sorted({p[len(d) + 1 :].split("/")[0] for p in below if p.startswith(d + "/")})
+        assert f"LIST {d} {names}" in result.stdout, result.stdout
+    assert folder.name not in result.stdout and token not in result.stdout
 
 
 @needs_namespaces
@@ -480,7 +510,8 @@ def test_a_new_user_namespace_reveals_nothing_of_the_host(ns_mode, canary):
     assert_unhooked(result)
     assert token not in result.stdout and socket.gethostname() == hostname
     root = next(line for line in result.stdout.splitlines() if line.startswith("ROOT"))
-    assert "'tmp'" not in root and "'home'" not in root, root
+    skeleton = {path.split("/")[1] for path in skeleton_folders(ns_mode)}
+    assert all(f"'{name}'" not in root for name in {"tmp", "home"} - skeleton), root
 
 
 @needs_namespaces
