@@ -40,7 +40,7 @@ CACHE_KEY = ROOT / "_build" / ".jupyter_cache.key"  # what the cached executions
 KEYED = [
     "requirements.txt",
     "pyproject.toml",
-    *sorted(f"lib/{p.name}" for p in (ROOT / "lib").glob("*.py")),
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "lib").rglob("*.py")),
 ]
 
 DEFAULT_BUDGET_S = {"quick": 180.0, "full": 1800.0}  # per notebook, by REPRO_SCALE

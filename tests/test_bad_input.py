@@ -11,11 +11,13 @@ import numpy as np
 import pytest
 
 from lib import fit, plotting, runs, scale, synth, validate, verifiers
-from lib.claims import ClaimChecks, rate_interval
+from lib.claims import ClaimChecks, negative, rate_interval
 from lib.lm import LMConfig, MoEConfig, count_params, d_ff_from_ratio, flops_per_token
 
 X, Y = [1.0, 2.0, 4.0, 8.0, 16.0], [1.0, 0.6, 0.35, 0.2, 0.12]
 NAN, INF = float("nan"), float("inf")
+EVIDENCE = {"above": 0, "predicted": 1, "paper": "p", "control": negative("null", [0, 0, 0])}
+NAN_CONTROL = negative("null", [0, NAN, 0])
 LM = LMConfig(vocab_size=16, d_model=8, n_layers=1, n_heads=2, n_kv_heads=2, d_ff=16, max_seq_len=8)
 
 
@@ -123,9 +125,19 @@ BAD_CALLS = [
         "digits must be >= 1",
     ),  # fmt: skip
     (
-        lambda: chapter().evidence("a", "q", [1, 2, INF], above=0, predicted=1, paper="p"),
+        lambda: chapter().evidence("a", "q", [1, 2, INF], **EVIDENCE),
         ValueError,
         "values contains NaN or inf",
+    ),  # fmt: skip
+    (
+        lambda: chapter().evidence("a", "q", [1, 2, 3], **EVIDENCE | {"control": NAN_CONTROL}),
+        ValueError,
+        "control values contains NaN or inf",
+    ),  # fmt: skip
+    (
+        lambda: chapter().premise("a", "regime", 1.0, "yes", criterion="> 0"),
+        TypeError,
+        "met must be True or False",
     ),  # fmt: skip
     # lib.verifiers
     (lambda: verifiers.bon_accuracy([0, 1], [0, 1], 0.3, True), TypeError, "not booleans"),

@@ -7,18 +7,37 @@ import stat
 import numpy as np
 import pytest
 
-from lib.claims import AuditFailed, ClaimChecks, judge, load_summaries, rate_interval, t_interval
+from lib.claims import (
+    AuditFailed,
+    ClaimChecks,
+    SummaryError,
+    chapter_verdict,
+    judge,
+    load_summaries,
+    negative,
+    positive,
+    rate_interval,
+    t_interval,
+)
 
 
-def chapter(*claims: tuple[str, bool]) -> ClaimChecks:
+def chapter(*claims: tuple[str, bool], premises: bool = True) -> ClaimChecks:
+    """A test chapter whose claims each have one met premise (unless premises=False)."""
     checks = ClaimChecks("99_test_chapter", "A test chapter")
     for claim_id, central in claims:
         checks.claim(claim_id, f"claim {claim_id}", central=central)
+        if premises:
+            checks.premise(claim_id, "the paper's regime", 1.0, True, criterion="> 0")
     return checks
 
 
 def planted(mean: float, sd: float, n: int, seed: int = 0) -> np.ndarray:
     return mean + sd * np.random.default_rng(seed).standard_normal(n)
+
+
+# A negative control far outside every criterion these tests use: it fails, so checks count.
+NULL = negative("no effect", planted(-5.0, 0.01, 4, seed=99))
+NULL_INTERVAL = negative("no effect", estimate=-5.0, interval=(-5.1, -4.9))
 
 
 # ------------------------------------------------------------------ one interval, three outcomes
@@ -54,16 +73,16 @@ def test_rate_interval_is_clopper_pearson():
 def test_clear_effect_passes_and_clear_absence_fails():
     checks = chapter(("a", True))
     assert checks.evidence("a", "big", planted(1.0, 0.1, 5), above=0, predicted=1,
-                           paper="1").outcome == "pass"  # fmt: skip
+                           control=NULL, paper="1").outcome == "pass"  # fmt: skip
     assert checks.evidence("a", "wrong sign", planted(-1.0, 0.1, 5), above=0, predicted=1,
-                           paper="1").outcome == "fail"  # fmt: skip
+                           control=NULL, paper="1").outcome == "fail"  # fmt: skip
 
 
 def test_inconclusive_is_computed_from_the_replicates():
     """A true effect of 0.2 under noise sd 1 with 4 replicates cannot be told from 0."""
     checks = chapter(("a", True))
     values = planted(0.2, 1.0, 4, seed=3)
-    check = checks.evidence("a", "small", values, above=0, predicted=0.2, paper="0.2",
+    check = checks.evidence("a", "small", values, above=0, predicted=0.2, control=NULL, paper="0.2",
                             resolve="REPRO_SCALE=full")  # fmt: skip
     assert check.outcome == "inconclusive"
     se = values.std(ddof=1) / 2
@@ -78,10 +97,10 @@ def test_the_suggested_replicates_resolve_it():
     """With the replicates the inconclusive check asks for, a true 0.2 effect mostly passes."""
     checks = chapter(("a", True))
     needed = checks.evidence("a", "small", planted(0.2, 1.0, 4, seed=3), above=0, predicted=0.2,
-                             paper="0.2").needed  # fmt: skip
+                             control=NULL, paper="0.2").needed  # fmt: skip
     outcomes = [
         chapter(("a", True)).evidence("a", "q", planted(0.2, 1.0, needed, seed=s), above=0,
-                                      predicted=0.2, paper="0.2").outcome
+                                      predicted=0.2, control=NULL, paper="0.2").outcome
         for s in range(40)
     ]  # fmt: skip
     assert outcomes.count("pass") >= 24  # about 80% power by construction
@@ -92,7 +111,9 @@ def test_an_unlucky_inconclusive_asks_for_more_replicates_not_fewer():
     checks = chapter(("a", True))
     z = np.array([-1.5, -1.0, -0.6, -0.3, 0.0, 0.0, 0.3, 0.6, 1.0, 1.5])
     values = 0.05 + 0.079 * z / z.std(ddof=1)  # mean 0.05, SE 0.025 over 10 replicates
-    check = checks.evidence("a", "q", values, within=(-0.1, 0.1), predicted=0.0, paper="0")
+    check = checks.evidence(
+        "a", "q", values, within=(-0.1, 0.1), predicted=0.0, control=NULL, paper="0"
+    )
     assert check.outcome == "inconclusive" and check.detectable < 0.1
     assert check.needed == 20
 
@@ -101,8 +122,9 @@ def test_many_settings_use_a_bonferroni_interval_and_the_worst_decides():
     checks = chapter(("a", True))
     values = np.vstack([planted(0.0, 0.01, 6, seed=s) for s in range(20)])
     values[7] += 0.5  # one setting far outside the tolerance
+    null = negative("no effect", values + 1.0)
     check = checks.evidence("a", "theory - sim", values, within=(-0.05, 0.05), predicted=0.0,
-                            paper="exact")  # fmt: skip
+                            control=null, paper="exact")  # fmt: skip
     assert check.outcome == "fail" and check.settings == 20
     assert math.isclose(check.estimate, values[7].mean())
     assert "Bonferroni over 20" in check.interval
@@ -112,7 +134,8 @@ def test_a_per_setting_tolerance_is_allowed():
     checks = chapter(("a", True))
     values = np.array([planted(0.0, 0.001, 5, seed=s) for s in range(3)])
     tol = np.array([0.01, 0.02, 0.03])
-    assert checks.evidence("a", "rel", values, within=(-tol, tol), predicted=0,
+    off = negative("off", values + 1)
+    assert checks.evidence("a", "rel", values, within=(-tol, tol), predicted=0, control=off,
                            paper="exact").outcome == "pass"  # fmt: skip
 
 
@@ -120,11 +143,11 @@ def test_external_interval_for_real_data():
     checks = chapter(("a", True))
     check = checks.evidence_interval("a", "R^2 gain", 0.35, (0.31, 0.40), above=0.3,
                                      predicted=0.35, replicates=200, how="bootstrap",
-                                     paper="> 0.3")  # fmt: skip
+                                     control=NULL_INTERVAL, paper="> 0.3")  # fmt: skip
     assert check.outcome == "pass"
     check = checks.evidence_interval("a", "R^2 gain, noisy", 0.32, (0.1, 0.5), above=0.3,
                                      predicted=0.4, replicates=20, how="bootstrap",
-                                     paper="> 0.3")  # fmt: skip
+                                     control=NULL_INTERVAL, paper="> 0.3")  # fmt: skip
     assert check.outcome == "inconclusive" and check.detectable > 0.2 and check.needed is None
 
 
@@ -144,7 +167,7 @@ def test_claim_verdict_rule(outcomes, verdict):
     for i, outcome in enumerate(outcomes):
         mean, sd = planted_for[outcome]
         check = checks.evidence("a", f"q{i}", planted(mean, sd, 4, seed=3), above=0,
-                                predicted=0.2, paper="0.2")  # fmt: skip
+                                predicted=0.2, control=NULL, paper="0.2")  # fmt: skip
         assert check.outcome == outcome
     assert checks.claim_verdict("a") == verdict
 
@@ -167,16 +190,20 @@ def test_chapter_verdict_comes_from_the_central_claims(central, verdict):
             values = planted(0.2, 1.0, 4, seed=3)
         else:
             values = planted(planted_for[claim_verdict], 0.01, 4)
-        checks.evidence(claim, f"{claim} q", values, above=0, predicted=0.2, paper="0.2")
+        checks.evidence(
+            claim, f"{claim} q", values, above=0, predicted=0.2, control=NULL, paper="0.2"
+        )
     # A failing supporting claim never changes the chapter verdict.
-    checks.evidence("side", "side q", planted(-1, 0.01, 4), above=0, predicted=0.2, paper="0.2")
+    checks.evidence(
+        "side", "side q", planted(-1, 0.01, 4), above=0, predicted=0.2, control=NULL, paper="0.2"
+    )
     assert checks.verdict() == verdict
 
 
 def test_an_audit_cannot_change_a_verdict(tmp_path, monkeypatch):
     monkeypatch.setenv("REPRO_RESULTS_DIR", str(tmp_path))
     checks = chapter(("a", True))
-    checks.evidence("a", "q", planted(1.0, 0.01, 4), above=0, predicted=1, paper="1")
+    checks.evidence("a", "q", planted(1.0, 0.01, 4), above=0, predicted=1, control=NULL, paper="1")
     before = checks.verdict()
     checks.audit("a", "identity", 1.0, False, criterion="== 0", paper="0")
     assert checks.verdict() == before == "Reproduced"
@@ -201,8 +228,8 @@ def test_summary_round_trips_through_save(tmp_path, monkeypatch):
     monkeypatch.setenv("REPRO_SCALE", "quick")
     monkeypatch.setenv("REPRO_SEED", "0")
     checks = chapter(("a", True), ("b", False))
-    checks.evidence("a", "q", planted(1.0, 0.01, 4), above=0, predicted=1, paper="1")
-    checks.evidence("b", "r", planted(-1.0, 0.01, 4), above=0, predicted=1, paper="1")
+    checks.evidence("a", "q", planted(1.0, 0.01, 4), above=0, predicted=1, control=NULL, paper="1")
+    checks.evidence("b", "r", planted(-1.0, 0.01, 4), above=0, predicted=1, control=NULL, paper="1")
     path = checks.save(tmp_path)
     assert path.name == "99_test_chapter.json"
     assert stat.S_IMODE(path.stat().st_mode) == 0o644  # readable by all
@@ -224,14 +251,14 @@ def test_other_scales_and_seeds_are_kept_apart(tmp_path, monkeypatch, scale, see
     monkeypatch.setenv("REPRO_SCALE", scale)
     monkeypatch.setenv("REPRO_SEED", seed)
     checks = chapter(("a", True))
-    checks.evidence("a", "q", planted(1.0, 0.01, 4), above=0, predicted=1, paper="1")
+    checks.evidence("a", "q", planted(1.0, 0.01, 4), above=0, predicted=1, control=NULL, paper="1")
     assert checks.save(tmp_path).name == name
     assert load_summaries(tmp_path) == []
 
 
 def test_tables_show_every_check_and_claim():
     checks = chapter(("a", True))
-    checks.evidence("a", "q", planted(1.0, 0.01, 4), above=0, predicted=1, paper="1")
+    checks.evidence("a", "q", planted(1.0, 0.01, 4), above=0, predicted=1, control=NULL, paper="1")
     checks.audit("a", "identity", 0.0, True, criterion="== 0", paper="0")
     frame = checks.table().data
     assert list(frame["kind"]) == ["evidence", "audit"]
@@ -245,27 +272,32 @@ def test_checks_display_as_one_line_in_jupyter():
     checks = chapter(("a", True))
     audit = checks.audit("a", "R^2", 0.8512, False, criterion=">= 0.9", paper="0.9")
     assert pretty(audit) == "audit FAIL: R^2 = 0.851 (>= 0.9)"
-    check = checks.evidence("a", "gap", [1.0, 1.1, 0.9], above=0, predicted=1, paper="1")
+    check = checks.evidence(
+        "a", "gap", [1.0, 1.1, 0.9], above=0, predicted=1, control=NULL, paper="1"
+    )
     assert pretty(check).startswith("pass: gap = 1 [")
 
 
 # ------------------------------------------------------------------ bad input
+P = {"paper": "p", "control": NULL}  # what every evidence call below shares
+
+
 @pytest.mark.parametrize(
     ("call", "error", "message"),
     [
-        (lambda c: c.evidence("a", "q", [1.0, 2.0], above=0, predicted=1, paper="p"),
+        (lambda c: c.evidence("a", "q", [1.0, 2.0], above=0, predicted=1, **P),
          ValueError, ">= 3 replicates"),
-        (lambda c: c.evidence("a", "q", [1.0, np.nan, 2.0], above=0, predicted=1, paper="p"),
+        (lambda c: c.evidence("a", "q", [1.0, np.nan, 2.0], above=0, predicted=1, **P),
          ValueError, "NaN"),
-        (lambda c: c.evidence("a", "q", [1, 2, 3], above=0, below=1, predicted=0.5, paper="p"),
+        (lambda c: c.evidence("a", "q", [1, 2, 3], above=0, below=1, predicted=0.5, **P),
          ValueError, "exactly one criterion"),
-        (lambda c: c.evidence("a", "q", [1, 2, 3], above=0, predicted=-1, paper="p"),
+        (lambda c: c.evidence("a", "q", [1, 2, 3], above=0, predicted=-1, **P),
          ValueError, "predicted must meet"),
-        (lambda c: c.evidence("zz", "q", [1, 2, 3], above=0, predicted=1, paper="p"),
+        (lambda c: c.evidence("zz", "q", [1, 2, 3], above=0, predicted=1, **P),
          ValueError, "unknown claim"),
-        (lambda c: c.evidence("a", "q", [1, 2, 3], within=(1, 0), predicted=0.5, paper="p"),
+        (lambda c: c.evidence("a", "q", [1, 2, 3], within=(1, 0), predicted=0.5, **P),
          ValueError, "a < b"),
-        (lambda c: c.evidence("a", "q", "123", above=0, predicted=1, paper="p"),
+        (lambda c: c.evidence("a", "q", "123", above=0, predicted=1, **P),
          TypeError, "string"),
         (lambda c: c.audit("a", "q", 1.0, "yes", criterion="c", paper="p"),
          TypeError, "passed must be True or False"),
@@ -296,3 +328,192 @@ def test_a_chapter_needs_a_numbered_name_and_a_central_claim():
         chapter(("a", False)).verdict()
     with pytest.raises(ValueError, match="has no evidence"):
         chapter(("a", True)).verdict()
+
+
+# ------------------------------------------------------------------ premises, controls, history
+def test_a_check_that_passes_its_negative_control_cannot_count():
+    """The same measurement with the mechanism removed passes too: it does not discriminate."""
+    checks = chapter(("a", True))
+    useless = negative("mechanism removed", planted(1.0, 0.01, 4, seed=1))
+    check = checks.evidence("a", "q", planted(1.0, 0.01, 4), above=0, predicted=1, paper="1",
+                            control=useless)  # fmt: skip
+    assert check.outcome == "pass" and check.controls[0].outcome == "pass"
+    assert not check.counts
+    assert checks.claim_verdict("a") == "Not tested"  # not Reproduced: nothing discriminated
+    assert "no evidence check discriminates" in checks.untested_reason("a")
+    assert checks.verdict() == "Not tested"
+
+
+def test_only_discriminating_checks_decide_a_claim():
+    checks = chapter(("a", True))
+    checks.evidence("a", "good", planted(1.0, 0.01, 4), above=0, predicted=1, paper="1",
+                    control=NULL)  # fmt: skip
+    # A failing check whose negative control passes cannot tell the mechanism from its absence.
+    checks.evidence("a", "blind", planted(-1.0, 0.01, 4), above=0, predicted=1, paper="1",
+                    control=negative("null", planted(1.0, 0.01, 4, seed=2)))  # fmt: skip
+    assert checks.claim_verdict("a") == "Reproduced"  # the failing check is not evidence
+    assert checks.deciding("a").quantity == "good"
+    assert list(checks.table().data["kind"]) == ["evidence", "evidence (does not count)"]
+
+
+def test_an_inconclusive_negative_control_did_not_fail():
+    checks = chapter(("a", True))
+    vague = negative("null", planted(0.2, 1.0, 4, seed=3))  # straddles 0, holds 0.2
+    check = checks.evidence("a", "q", planted(1.0, 0.01, 4), above=0, predicted=0.2, paper="0.2",
+                            control=vague)  # fmt: skip
+    assert check.controls[0].judged == "inconclusive" and check.controls[0].outcome == "pass"
+    assert not check.counts
+
+
+def test_a_positive_control_must_pass_and_every_control_must_discriminate():
+    checks = chapter(("a", True))
+    planted_effect = positive("effect of 1 planted", planted(1.0, 0.01, 4, seed=5))
+    check = checks.evidence("a", "q", planted(1.0, 0.01, 4), above=0, predicted=1, paper="1",
+                            control=[NULL, planted_effect])  # fmt: skip
+    assert check.counts and checks.claim_verdict("a") == "Reproduced"
+    missed = positive("effect of 1 planted, missed", planted(0.0, 1.0, 4, seed=5))
+    check = checks.evidence("a", "q2", planted(1.0, 0.01, 4), above=0, predicted=1, paper="1",
+                            control=[NULL, missed])  # fmt: skip
+    assert check.controls[1].outcome == "fail" and not check.counts
+
+
+def test_an_unmet_premise_gives_not_tested_never_not_reproduced():
+    checks = chapter(("a", True), premises=False)
+    checks.premise("a", "exponents close (paper: ratio near 1)", 3.3, False,
+                   criterion="in [0.67, 1.5]", interval=(3.0, 3.6))  # fmt: skip
+    checks.evidence("a", "q", planted(-1.0, 0.01, 4), above=0, predicted=1, paper="1",
+                    control=NULL)  # fmt: skip
+    assert checks.claim_verdict("a") == "Not tested"
+    reason = checks.untested_reason("a")
+    assert "exponents close" in reason and "3.3 [3, 3.6]" in reason and "0.67" in reason
+    summary = checks.summary()
+    assert summary["verdict"] == "Not tested"
+    premise = summary["claims"][0]["premises"][0]
+    assert premise["met"] is False and premise["measured"].startswith("3.3")
+    assert summary["claims"][0]["untested"] == reason
+
+
+def test_every_central_claim_declares_a_premise():
+    checks = chapter(("a", True), premises=False)
+    checks.evidence("a", "q", planted(1.0, 0.01, 4), above=0, predicted=1, paper="1",
+                    control=NULL)  # fmt: skip
+    with pytest.raises(ValueError, match="declare no premise"):
+        checks.summary()
+
+
+@pytest.mark.parametrize(
+    ("central", "verdict"),
+    [
+        (["Not reproduced", "Inconclusive"], "Not reproduced"),
+        (["Reproduced", "Not tested"], "Partly reproduced"),
+        (["Not reproduced", "Not tested"], "Not reproduced"),
+        (["Inconclusive", "Not tested"], "Inconclusive"),
+        (["Not tested", "Not tested"], "Not tested"),
+    ],
+)
+def test_chapter_verdict_with_untested_and_mixed_claims(central, verdict):
+    assert chapter_verdict(central) == verdict
+
+
+def test_every_evidence_check_needs_a_control():
+    checks = chapter(("a", True))
+    with pytest.raises(TypeError, match="every evidence check needs a control"):
+        checks.evidence("a", "q", [1.0, 1.1, 0.9], above=0, predicted=1, paper="1", control=None)
+    with pytest.raises(ValueError, match="same settings"):
+        checks.evidence("a", "q", np.ones((2, 4)) + planted(0, 0.01, 4), above=0, predicted=1,
+                        paper="1", control=NULL)  # fmt: skip
+    with pytest.raises(ValueError, match="needs replicate values"):
+        checks.evidence("a", "q", [1.0, 1.1, 0.9], above=0, predicted=1, paper="1",
+                        control=NULL_INTERVAL)  # fmt: skip
+    with pytest.raises(ValueError, match="either replicate"):
+        negative("x")
+    with pytest.raises(ValueError, match="contain its estimate"):
+        negative("x", estimate=2.0, interval=(0.0, 1.0))
+
+
+def test_the_criteria_history_and_context_reach_the_summary(tmp_path):
+    checks = chapter(("a", True))
+    checks.evidence("a", "q", planted(1.0, 0.01, 4), above=0, predicted=1, paper="1",
+                    control=NULL)  # fmt: skip
+    checks.changed("threshold 0.1 -> 0.05", before="0.1 failed at 1 of 7 seeds",
+                   why="the paper's effect is 0.05", date="2026-11-02")  # fmt: skip
+    checks.context["isolation"] = "namespaces"
+    saved = json.loads(checks.save(tmp_path).read_text())
+    assert saved["criteria_history"] == [{"date": "2026-11-02", "change": "threshold 0.1 -> 0.05",
+                                          "before": "0.1 failed at 1 of 7 seeds",
+                                          "why": "the paper's effect is 0.05"}]  # fmt: skip
+    assert saved["context"] == {"isolation": "namespaces"}
+    evidence = saved["checks"][0]
+    assert evidence["control"]["kind"] == "negative" and evidence["control"]["outcome"] == "fail"
+    assert evidence["low"] == 0 and evidence["high"] is None and evidence["counts"] is True
+    assert list(checks.history_table().data.columns) == ["date", "what changed", "before", "why"]
+    with pytest.raises(ValueError, match="YYYY-MM-DD"):
+        checks.changed("x", before="y", why="z", date="last week")
+
+
+# ------------------------------------------------------------------ reading summaries back
+def saved_summary(tmp_path) -> dict:
+    checks = chapter(("a", True))
+    checks.evidence("a", "q", planted(1.0, 0.01, 4), above=0, predicted=1, paper="1",
+                    control=NULL)  # fmt: skip
+    return json.loads(checks.save(tmp_path).read_text())
+
+
+def edited(summary: dict, path: str, value) -> dict:
+    """A deep copy of summary with the field at 'claims.0.verdict'-style path set to value."""
+    copy = json.loads(json.dumps(summary))
+    *parents, last = path.split(".")
+    target = copy
+    for key in parents:
+        target = target[int(key)] if key.isdigit() else target[key]
+    if value is KeyError:
+        del target[last]
+    else:
+        target[last] = value
+    return copy
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "empty"),
+        (b'{"chapter": "99_test', "not valid JSON"),
+        (b"\xff\xfe{}", "not UTF-8"),
+        (b"[]", "expected a JSON object"),
+    ],
+)
+def test_unreadable_summaries_name_the_file(tmp_path, content, message):
+    (tmp_path / "99_test_chapter.json").write_bytes(content)
+    with pytest.raises(SummaryError, match=f"99_test_chapter.json.*{message}"):
+        load_summaries(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        ("claims", KeyError, "missing field 'claims'"),
+        ("verdict", "Reproducd", "field 'verdict' is 'Reproducd'"),
+        ("claims.0.verdict", "Reproducd", r"claims\[0\]: field 'verdict'"),
+        ("claims.0.central", "no", r"claims\[0\]: field 'central' must be bool"),
+        ("claims.0.premises", [], "at least one premise"),
+        ("claims.0.premises.0.met", 1, "field 'met' must be bool"),
+        ("checks.0.control", KeyError, r"checks\[0\]: missing field 'control'"),
+        ("checks.0.control.outcome", "fails", "expected one of"),
+        ("criteria_history", None, "field 'criteria_history' must be list"),
+        ("audits_passed", "yes", "field 'audits_passed' must be bool"),
+        ("base_seed", True, "field 'base_seed' must be int"),
+        ("verdict", "Not reproduced", "its central claims give 'Reproduced'"),
+    ],
+)
+def test_broken_summaries_name_the_file_and_the_field(tmp_path, path, value, message):
+    broken = edited(saved_summary(tmp_path), path, value)
+    (tmp_path / "99_test_chapter.json").write_text(json.dumps(broken))
+    with pytest.raises(SummaryError, match=message):
+        load_summaries(tmp_path)
+
+
+def test_a_summary_under_the_wrong_name_is_refused(tmp_path):
+    summary = edited(saved_summary(tmp_path), "scale", "full")
+    (tmp_path / "99_test_chapter.json").write_text(json.dumps(summary))
+    with pytest.raises(SummaryError, match="do not match its name"):
+        load_summaries(tmp_path)
