@@ -17,7 +17,6 @@ from lib.lm import LMConfig, MoEConfig, count_params, d_ff_from_ratio, flops_per
 X, Y = [1.0, 2.0, 4.0, 8.0, 16.0], [1.0, 0.6, 0.35, 0.2, 0.12]
 NAN, INF = float("nan"), float("inf")
 EVIDENCE = {"above": 0, "predicted": 1, "paper": "p", "control": negative("null", [0, 0, 0])}
-NAN_CONTROL = negative("null", [0, NAN, 0])
 LM = LMConfig(vocab_size=16, d_model=8, n_layers=1, n_heads=2, n_kv_heads=2, d_ff=16, max_seq_len=8)
 
 
@@ -130,7 +129,7 @@ BAD_CALLS = [
         "values contains NaN or inf",
     ),  # fmt: skip
     (
-        lambda: chapter().evidence("a", "q", [1, 2, 3], **EVIDENCE | {"control": NAN_CONTROL}),
+        lambda: negative("null", [0, NAN, 0]),
         ValueError,
         "control values contains NaN or inf",
     ),  # fmt: skip
