@@ -1,5 +1,8 @@
 """Load the notebook harness (tests/harness.py): chapters and the scorecard run as tests."""
 
+import pytest
+
+from lib import settings
 from tests.harness import (  # noqa: F401  pytest finds hooks by name in this module
     MystCell,
     MystNotebook,
@@ -8,3 +11,12 @@ from tests.harness import (  # noqa: F401  pytest finds hooks by name in this mo
     pytest_sessionstart,
     pytest_terminal_summary,
 )
+
+
+def pytest_configure(config):
+    """Check every REPRO_* setting before anything reads one: a bad one is a usage error
+    (one clear message, exit status 4), not an internal error with a traceback."""
+    try:
+        settings.check_environment()
+    except settings.SettingError as err:
+        raise pytest.UsageError(f"bad settings (the README's Settings section):\n{err}") from None

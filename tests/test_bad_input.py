@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lib import fit, plotting, runs, scale, synth, validate, verifiers
+from lib import fit, plotting, runs, settings, synth, validate, verifiers
 from lib.claims import ClaimChecks, negative, rate_interval
 from lib.lm import LMConfig, MoEConfig, count_params, d_ff_from_ratio, flops_per_token
 
@@ -106,8 +106,8 @@ BAD_CALLS = [
     (lambda: synth.random_chain(4, 1, n_support=9), ValueError, "n_support"),
     (lambda: synth.random_chain(4, 1).nll(np.array([1.5, 2.0])), ValueError, "integer ids"),
     (lambda: synth.random_chain(4, 1).nll(np.array([], dtype=int)), ValueError, "last axis"),
-    # lib.scale and lib.runs
-    (lambda: scale.device("gpu"), ValueError, "device 'gpu' is not supported"),
+    # lib.settings and lib.runs
+    (lambda: settings.get("REPRO_SEEDS"), KeyError, "'REPRO_SEEDS' is not a setting"),
     (lambda: runs.seeds("", 3), ValueError, "stream must not be empty"),
     (lambda: runs.seeds("x", 0), ValueError, "n must be >= 1"),
     (lambda: runs.seeds("x", 2.0), TypeError, "n must be an integer"),

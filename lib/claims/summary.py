@@ -11,9 +11,47 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import tomllib
+import warnings
 from pathlib import Path
 
-RESULTS_DIR = Path(__file__).resolve().parent.parent.parent / "book" / "results"
+from lib import settings
+
+PROJECT = "scaling-reproduced-lib"  # the name in pyproject.toml that marks a checkout of the book
+LIB_CHECKOUT = Path(__file__).resolve().parent.parent.parent  # the checkout lib is imported from
+
+
+class CheckoutWarning(UserWarning):
+    """This process runs in one checkout of the book while `lib` comes from another."""
+
+
+def _is_checkout(folder: Path) -> bool:
+    try:
+        pyproject = tomllib.loads((folder / "pyproject.toml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False
+    return pyproject.get("project", {}).get("name") == PROJECT
+
+
+def checkout(start: Path | None = None) -> Path:
+    """The checkout of the book that runs: the nearest folder at or above `start` (default: the
+    working folder, notebooks/ for a chapter's kernel) whose pyproject.toml names this project,
+    else the checkout `lib` is imported from. Warns if the two differ."""
+    try:
+        here = Path.cwd() if start is None else Path(start).resolve()
+    except OSError:  # the working folder was deleted
+        return LIB_CHECKOUT
+    found = next((f for f in (here, *here.parents) if _is_checkout(f)), LIB_CHECKOUT)
+    if found.resolve() != LIB_CHECKOUT:
+        warnings.warn(f"this run is in the checkout {found}, but lib is imported from "
+                      f"{LIB_CHECKOUT}: summaries go to {found / 'book' / 'results'}, and the "
+                      f"code that runs is the other checkout's lib (pip install -e {found} to "
+                      "run this one's)", CheckoutWarning, stacklevel=2)  # fmt: skip
+    return found
+
+
+# The results folder of the checkout this process started in (read once, when lib is imported)
+RESULTS_DIR = checkout() / "book" / "results"
 OUTCOMES = ("pass", "fail", "inconclusive")
 CLAIM_VERDICTS = ("Reproduced", "Not reproduced", "Inconclusive", "Not tested")
 VERDICTS = ("Reproduced", "Partly reproduced", "Not reproduced", "Inconclusive", "Not tested")
@@ -56,8 +94,11 @@ def summary_name(chapter: str, run_scale: str, seed: int) -> str:
 
 
 def results_dir(override: Path | None = None) -> Path:
-    """Where summaries go: `override`, else REPRO_RESULTS_DIR, else book/results."""
-    return Path(override or os.environ.get("REPRO_RESULTS_DIR") or RESULTS_DIR)
+    """Where summaries go: `override`, else REPRO_RESULTS_DIR (checked by lib.settings), else
+    book/results of the checkout that runs (RESULTS_DIR)."""
+    if override is not None:
+        return Path(override)
+    return settings.get("REPRO_RESULTS_DIR") or RESULTS_DIR
 
 
 def write_atomically(path: Path, summary: dict) -> Path:

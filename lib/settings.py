@@ -1,0 +1,195 @@
+"""The book's settings: every `REPRO_*` environment variable, read strictly in one place.
+
+    from lib import settings
+    seed = settings.get("REPRO_SEED")  # 0 when unset; an int in [0, SEED_MAX]
+
+Rules, the same for every variable (the README's Settings section lists them):
+- Names are exact and upper case. Any other variable whose name starts with `REPRO_` (in any
+  case: `REPRO_SEEDS`, `repro_seed`, the retired `REPRO_DEVICE`) is an error, not ignored.
+- Values are exact: no surrounding spaces, words in lower case, integers in ASCII digits only
+  (`REPRO_SEED=²` or `٣` is an error, never read as 2 or 3), each within its range.
+- An empty value is an error; unset a variable to get its default.
+- Every error names the variable, shows the value (cut to 80 characters) and says what to pass.
+
+`get` checks the whole environment before it answers, so one bad setting stops a run at its
+first read, whichever setting that read asks for; `check_environment()` does the same check up
+front (the test suite runs it before collecting anything).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+PREFIX = "REPRO_"
+SHOWN_CHARS = 80  # a value longer than this is cut in error messages
+# SeedSequence mixes its entropy as 32-bit words: a base seed below 2**32 is exactly one word,
+# so two base seeds never share a stream, and a seed's summary name stays short.
+SEED_MAX = 2**32 - 1
+WORKERS_MAX = 1024
+SCHEDULER = re.compile(r"(tcp|tls)://([A-Za-z0-9][A-Za-z0-9.-]*|\[[0-9A-Fa-f:.]+\]):([0-9]{1,5})")
+RETIRED = {
+    "REPRO_DEVICE": "every chapter is sized for a CPU and its torch work runs on the CPU (there "
+    "is no GPU setting); unset REPRO_DEVICE",
+}
+
+
+class SettingError(ValueError):
+    """A REPRO_* environment variable that is unknown, malformed or out of range."""
+
+
+class _Invalid(ValueError):
+    """Raised by a parser: what is wrong with the value (the caller adds name and value)."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One environment variable: its default (a value, or None for absent) and its parser."""
+
+    name: str
+    default: object
+    expects: str  # what to pass, e.g. "pass quick or full"
+    parse: Callable[[str], object]
+
+
+def _shown(value: str) -> str:
+    """repr of `value`, cut to SHOWN_CHARS characters with the full length said."""
+    if len(value) <= SHOWN_CHARS:
+        return repr(value)
+    return f"{value[:SHOWN_CHARS]!r}... ({len(value)} characters)"
+
+
+def _integer(minimum: int, maximum: int) -> Callable[[str], int]:
+    def parse(value: str) -> int:
+        if not re.fullmatch(r"[0-9]+", value):
+            raise _Invalid("is not a whole number written in ASCII digits")
+        digits = value.lstrip("0") or "0"
+        if len(digits) > len(str(maximum)) or not minimum <= int(digits) <= maximum:
+            raise _Invalid(f"is out of range [{minimum}, {maximum}]")
+        return int(digits)
+
+    return parse
+
+
+def _word(choices: tuple[str, ...]) -> Callable[[str], str]:
+    def parse(value: str) -> str:
+        if value not in choices:
+            exact = " (values are exact: lower case, no spaces)"
+            near = exact if value.strip().lower() in choices else ""
+            raise _Invalid("is not one of " + ", ".join(choices) + near)
+        return value
+
+    return parse
+
+
+def _scheduler(value: str) -> str:
+    match = SCHEDULER.fullmatch(value)
+    if match is None or not 1 <= int(match[3]) <= 65535:
+        raise _Invalid("is not a Dask scheduler address tcp://host:port or tls://host:port")
+    return value
+
+
+def _folder(value: str) -> Path:
+    path = Path(value)
+    if "\0" in value or not path.is_absolute():
+        raise _Invalid("is not an absolute path (chapters run in notebooks/, so a relative path "
+                       "would land there)")  # fmt: skip
+    if path.exists() and not path.is_dir():
+        raise _Invalid("is a file, not a folder")
+    if not path.exists() and not path.parent.is_dir():
+        raise _Invalid(f"does not exist and neither does its parent folder {str(path.parent)!r}")
+    existing = path if path.exists() else path.parent
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise _Invalid(f"is not writable by this user ({str(existing)!r})")
+    return path
+
+
+SETTINGS: dict[str, Setting] = {
+    s.name: s
+    for s in (
+        Setting("REPRO_SCALE", "quick", "pass quick or full", _word(("quick", "full"))),
+        Setting(
+            "REPRO_SEED",
+            0,
+            f"pass an integer from 0 to {SEED_MAX}, e.g. REPRO_SEED=1",
+            _integer(0, SEED_MAX),
+        ),  # fmt: skip
+        Setting(
+            "REPRO_WORKERS",
+            None,
+            f"pass an integer from 1 to {WORKERS_MAX}, e.g. 2",
+            _integer(1, WORKERS_MAX),
+        ),  # fmt: skip
+        Setting("REPRO_BACKEND", "loky", "pass loky or dask", _word(("loky", "dask"))),
+        Setting(
+            "REPRO_DASK_SCHEDULER",
+            None,
+            "pass tcp://host:port, e.g. tcp://10.0.0.5:8786",
+            _scheduler,
+        ),  # fmt: skip
+        Setting(
+            "REPRO_RESULTS_DIR",
+            None,
+            "pass an absolute path to a writable folder (it is created if only its parent exists)",
+            _folder,
+        ),  # fmt: skip
+        Setting("REPRO_SANDBOX_NONE", "refuse", "pass allow or refuse", _word(("refuse", "allow"))),
+    )
+}
+
+
+def _unknown(name: str) -> str:
+    """The error for a REPRO_* variable that is not a setting, with the likely intended one."""
+    shown = name if len(name) <= SHOWN_CHARS else name[:SHOWN_CHARS] + "..."
+    if name in RETIRED:
+        return f"{name} is not a setting of this book: {RETIRED[name]}"
+    near = difflib.get_close_matches(name.upper(), SETTINGS, n=1, cutoff=0.75)
+    hint = f" (did you mean {near[0]}?)" if near else ""
+    return (f"{shown} is not a setting of this book{hint}; unset it. The settings are "
+            f"{', '.join(SETTINGS)}, with exact upper-case names")  # fmt: skip
+
+
+def _problems(env: Mapping[str, str]) -> list[str]:
+    """Every problem with the REPRO_* variables of `env`, one message each."""
+    problems = []
+    for name in sorted(n for n in env if n.upper().startswith(PREFIX)):
+        if name not in SETTINGS:
+            problems.append(_unknown(name))
+            continue
+        setting, value = SETTINGS[name], env[name]
+        try:
+            if value == "":
+                raise _Invalid("is empty (unset it for the default)")
+            setting.parse(value)
+        except _Invalid as why:
+            problems.append(f"{name}={_shown(value)} {why}; {setting.expects}")
+    backend = env.get("REPRO_BACKEND", "loky")
+    if backend == "dask" and "REPRO_DASK_SCHEDULER" not in env:
+        problems.append("REPRO_BACKEND=dask needs REPRO_DASK_SCHEDULER=tcp://host:port, the "
+                        "address of the cluster's scheduler")  # fmt: skip
+    if backend == "loky" and "REPRO_DASK_SCHEDULER" in env:
+        problems.append("REPRO_DASK_SCHEDULER is set but REPRO_BACKEND is not dask, so the "
+                        "cluster would go unused; set REPRO_BACKEND=dask or unset "
+                        "REPRO_DASK_SCHEDULER")  # fmt: skip
+    return problems
+
+
+def check_environment(env: Mapping[str, str] | None = None) -> None:
+    """Raise SettingError listing every unknown, malformed or out-of-range REPRO_* variable."""
+    problems = _problems(os.environ if env is None else env)
+    if problems:
+        raise SettingError("\n".join(problems))
+
+
+def get(name: str):
+    """The parsed value of the setting `name` (its default when unset), after checking every
+    REPRO_* variable of the environment."""
+    if name not in SETTINGS:
+        raise KeyError(f"{name!r} is not a setting; the settings are {', '.join(SETTINGS)}")
+    check_environment()
+    value = os.environ.get(name)
+    return SETTINGS[name].default if value is None else SETTINGS[name].parse(value)
