@@ -8,35 +8,45 @@ whatever the number of workers:
 
     results = run_jobs(train_one, [(width, seed) for width in WIDTHS for seed in SEEDS])
 
-Settings (environment variables):
+Settings (environment variables, read by `lib.settings`):
 - `REPRO_WORKERS`: worker processes (default: the cores this process may use).
-- `REPRO_BACKEND=dask` with `REPRO_DASK_SCHEDULER=tcp://host:port`: send the jobs to a Dask
-  cluster through joblib's Dask backend (needs `distributed`); `loky` is the default.
+- `REPRO_BACKEND=dask` with `REPRO_DASK_SCHEDULER=tcp://host:port`: run every job on the
+  workers of that Dask cluster (needs `distributed`); `loky` is the default. A cluster that
+  cannot be reached, or that has no scheduler connection or no worker for `DASK_GRACE_S`
+  seconds while jobs are unfinished, stops the run with a `ClusterError` naming its address.
+
+Local workers exit when the process that started them dies (a killed kernel), rather than
+idling for loky's five minutes.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+import time
 import zlib
 from collections.abc import Callable, Sequence
-from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 import numpy as np
 
-from lib import validate
+from lib import settings, validate
 
 BACKENDS = ("loky", "dask")
+DASK_CONNECT_S = 10.0  # how long to wait for the scheduler to answer when a run starts
+DASK_GRACE_S = 60.0  # how long a cluster may lack its scheduler or every worker mid-run
+DASK_POLL_S = 1.0  # how often a waiting run checks on the cluster
+PARENT_POLL_S = 1.0  # how often a local worker checks that its parent is alive
+
+
+class ClusterError(RuntimeError):
+    """The Dask cluster named by REPRO_DASK_SCHEDULER cannot be reached or was lost."""
 
 
 def base_seed() -> int:
-    """The base seed named by REPRO_SEED (default 0): a non-negative integer, else an error."""
-    value = os.environ.get("REPRO_SEED", "0").strip()
-    if not value.isdigit():
-        raise ValueError(
-            f"REPRO_SEED={value!r} is not a non-negative integer; use e.g. REPRO_SEED=1"
-        )
-    return int(value)
+    """The base seed named by REPRO_SEED (default 0): an integer in [0, 2**32 - 1]."""
+    return settings.get("REPRO_SEED")
 
 
 def _sequence(stream: str) -> np.random.SeedSequence:
@@ -58,20 +68,15 @@ def rng(stream: str) -> np.random.Generator:
 
 def workers() -> int:
     """Worker processes: REPRO_WORKERS if set (a positive integer), else the usable cores."""
-    value = os.environ.get("REPRO_WORKERS")
-    if value is None:
-        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    if not value.strip().isdigit() or int(value) < 1:
-        raise ValueError(f"REPRO_WORKERS={value!r} is not a positive integer; use e.g. 2")
-    return int(value)
+    value = settings.get("REPRO_WORKERS")
+    if value is not None:
+        return value
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
 def backend() -> str:
-    """The joblib backend named by REPRO_BACKEND: 'loky' (default) or 'dask'."""
-    value = os.environ.get("REPRO_BACKEND", "loky").strip().lower()
-    if value not in BACKENDS:
-        raise ValueError(f"REPRO_BACKEND={value!r} is not a known backend; use one of {BACKENDS}")
-    return value
+    """The backend named by REPRO_BACKEND: 'loky' (default) or 'dask'."""
+    return settings.get("REPRO_BACKEND")
 
 
 def _single_threaded(fn: Callable, job: Any) -> Any:
@@ -90,25 +95,16 @@ def _single_threaded(fn: Callable, job: Any) -> Any:
             torch.set_num_threads(torch_threads)
 
 
-@contextmanager
-def _dask_client():
-    address = os.environ.get("REPRO_DASK_SCHEDULER", "").strip()
-    if not address.startswith(("tcp://", "tls://", "inproc://")):
-        raise ValueError(
-            f"REPRO_BACKEND=dask needs REPRO_DASK_SCHEDULER=tcp://host:port, got {address!r}"
-        )
-    try:
-        from distributed import Client
-    except ImportError as err:
-        raise ValueError("REPRO_BACKEND=dask needs the 'distributed' package") from err
-    try:
-        client = Client(address, timeout="10s")
-    except OSError as err:
-        raise ValueError(f"cannot reach the Dask scheduler at {address}: {err}") from None
-    try:
-        yield client
-    finally:
-        client.close()
+def _exit_with_parent(parent: int) -> None:
+    """Loky worker initializer: exit as soon as `parent` (the process that started the pool,
+    e.g. a kernel) is gone, instead of idling for loky's timeout."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 def run_jobs(
@@ -118,8 +114,9 @@ def run_jobs(
 
     Jobs must be independent and carry their own seeds; `fn` and its jobs must pickle (a
     module-level function, or one defined in a notebook). A tqdm bar shows progress when `desc`
-    is given. One worker (or one job) runs in this process, with the same one-thread setting,
-    so results are identical for any worker count.
+    is given. Locally, one worker (or one job) runs in this process, with the same one-thread
+    setting, so results are identical for any worker count; on a Dask cluster every job runs
+    on the cluster's workers, however many they are (`n_workers` applies to local runs).
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
@@ -132,17 +129,17 @@ def run_jobs(
     from tqdm.auto import tqdm
 
     with tqdm(total=len(jobs), desc=desc, disable=desc is None) as bar:
-        if chosen == "loky" and (n == 1 or len(jobs) == 1):
+        if chosen == "dask":
+            return _run_on_dask(fn, jobs, bar)
+        if n == 1 or len(jobs) == 1:
             return [_advance(bar, _single_threaded(fn, job)) for job in jobs]
         from joblib import Parallel, delayed, parallel_config
 
         calls = [delayed(_single_threaded)(fn, job) for job in jobs]
-        if chosen == "dask":
-            with _dask_client(), parallel_config(backend="dask"):
-                return [_advance(bar, r) for r in Parallel(return_as="generator")(calls)]
         # inner_max_num_threads=1 sets OMP/MKL/OpenBLAS threads to 1 before a worker imports
         # torch or numpy; _single_threaded then holds it for libraries already loaded.
-        with parallel_config(backend="loky", inner_max_num_threads=1):
+        tied = {"initializer": _exit_with_parent, "initargs": (os.getpid(),)}
+        with parallel_config(backend="loky", inner_max_num_threads=1, **tied):
             pool = Parallel(n_jobs=min(n, len(jobs)), return_as="generator")
             return [_advance(bar, r) for r in pool(calls)]
 
@@ -151,3 +148,78 @@ def _advance(bar, result):
     """Tick the progress bar once and pass the result through."""
     bar.update()
     return result
+
+
+# ------------------------------------------------------------------------------ Dask
+
+
+def _run_on_dask(fn: Callable, jobs: Sequence, bar) -> list:
+    """Submit every job to the cluster at REPRO_DASK_SCHEDULER; results in job order."""
+    address = settings.get("REPRO_DASK_SCHEDULER")
+    try:
+        from distributed import Client
+    except ImportError as err:
+        raise ClusterError("REPRO_BACKEND=dask needs the 'distributed' package") from err
+    try:
+        client = Client(address, timeout=f"{DASK_CONNECT_S}s", set_as_default=False)
+    except (OSError, TimeoutError) as err:
+        raise ClusterError(f"cannot reach the Dask scheduler at {address} "
+                           f"(REPRO_DASK_SCHEDULER): {err}") from None  # fmt: skip
+    try:
+        # partial() hides each job from Dask, which reads a tuple starting with a callable as
+        # a task; pure=False gives every job its own key even where two jobs are equal.
+        futures = [client.submit(partial(_single_threaded, fn, job), pure=False) for job in jobs]
+        watch = _ClusterWatch(client, address, futures)
+        return [_advance(bar, watch.result(i)) for i in range(len(futures))]
+    finally:
+        client.close(timeout=DASK_CONNECT_S)
+
+
+class _ClusterWatch:
+    """Waits for each job's result, checking every DASK_POLL_S that the cluster still has its
+    scheduler and a worker; raises ClusterError once it has lacked one for DASK_GRACE_S."""
+
+    def __init__(self, client, address: str, futures: list):
+        self.client, self.address, self.futures = client, address, futures
+        self.lost_since: float | None = None
+
+    def result(self, i: int):
+        """The result of job i (its own exception if it raised)."""
+        from distributed import KilledWorker
+
+        future = self.futures[i]
+        while True:
+            try:
+                return future.result(timeout=DASK_POLL_S)
+            except TimeoutError:
+                if future.done():  # the job itself raised a TimeoutError
+                    raise
+                self.check()
+            except KilledWorker as err:
+                raise ClusterError(f"job {i} killed every Dask worker that ran it, on the "
+                                   f"cluster at {self.address}: {err}") from None  # fmt: skip
+
+    def problem(self) -> str | None:
+        """What is wrong with the cluster now, or None."""
+        if self.client.status != "running":
+            return f"has lost its connection to the Dask scheduler at {self.address}"
+        try:
+            alive = len(self.client.nthreads())
+        except (OSError, TimeoutError):
+            return f"cannot reach the Dask scheduler at {self.address}"
+        return None if alive else f"has no worker on the Dask cluster at {self.address}"
+
+    def check(self) -> None:
+        problem = self.problem()
+        if problem is None:
+            self.lost_since = None
+            return
+        now = time.monotonic()
+        self.lost_since = self.lost_since if self.lost_since is not None else now
+        if now - self.lost_since >= DASK_GRACE_S:
+            left = sum(not f.done() for f in self.futures)
+            raise ClusterError(
+                f"the run {problem} (REPRO_DASK_SCHEDULER) for {DASK_GRACE_S:g} s, with {left} "
+                f"of {len(self.futures)} jobs unfinished: the cluster was lost. Restart its "
+                "workers, or unset REPRO_BACKEND and REPRO_DASK_SCHEDULER to run here"
+            )

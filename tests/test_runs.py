@@ -1,9 +1,23 @@
-"""lib.runs: seeds from REPRO_SEED, and a parallel map that is ordered and deterministic."""
+"""lib.runs: seeds from REPRO_SEED, and a parallel map that is ordered and deterministic, on
+local workers that die with their parent and on a Dask cluster that fails loudly when lost."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 
-from lib.runs import base_seed, rng, run_jobs, seeds
+from lib import runs
+from lib.runs import ClusterError, base_seed, rng, run_jobs, seeds
+from lib.settings import SettingError
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def noisy_solve(seed: int, n: int) -> float:
@@ -14,6 +28,23 @@ def noisy_solve(seed: int, n: int) -> float:
 
 
 def square(x: int) -> int:
+    return x * x
+
+
+def where_run(x: int) -> tuple[int, int]:
+    """The job's number and the process that ran it."""
+    return x, os.getpid()
+
+
+def apply(f, x):
+    """A job whose first item is a function (Dask would read such a tuple as a task)."""
+    return f(x)
+
+
+def slow_square(x: int, started: str) -> int:
+    """A job that says it started (a file in `started`), then takes its time."""
+    Path(started, f"job{x}").touch()
+    time.sleep(30)
     return x * x
 
 
@@ -29,12 +60,14 @@ def test_seeds_come_from_the_base_seed(monkeypatch):
     monkeypatch.setenv("REPRO_SEED", "1")
     assert base_seed() == 1 and not set(first) & set(seeds("sweep", 5))
     assert rng("x").random() != np.random.default_rng(0).random()
+    monkeypatch.setenv("REPRO_SEED", str(2**32 - 1))  # the largest base seed
+    assert base_seed() == 2**32 - 1 and len(set(seeds("sweep", 5))) == 5
 
 
-@pytest.mark.parametrize("value", ["-1", "1.5", "abc", " "])
+@pytest.mark.parametrize("value", ["-1", "1.5", "abc", " ", " 1", "²", "٣", "1" * 40, "4294967296"])
 def test_a_bad_base_seed_is_a_clear_error(monkeypatch, value):
     monkeypatch.setenv("REPRO_SEED", value)
-    with pytest.raises(ValueError, match="REPRO_SEED"):
+    with pytest.raises(SettingError, match="REPRO_SEED=.*pass an integer from 0 to 4294967295"):
         base_seed()
 
 
@@ -50,9 +83,10 @@ def test_workers_and_backend_come_from_the_environment(monkeypatch):
     monkeypatch.setenv("REPRO_WORKERS", "2")
     assert run_jobs(square, [1, 2, 3]) == [1, 4, 9]
     for name, value in [("REPRO_WORKERS", "0"), ("REPRO_WORKERS", "two"),
-                        ("REPRO_BACKEND", "spark")]:  # fmt: skip
+                        ("REPRO_WORKERS", "²"), ("REPRO_BACKEND", "spark"),
+                        ("REPRO_BACKEND", "DASK ")]:  # fmt: skip
         monkeypatch.setenv(name, value)
-        with pytest.raises(ValueError, match=name):
+        with pytest.raises(SettingError, match=name):
             run_jobs(square, [1, 2])
         monkeypatch.delenv(name)
 
@@ -66,22 +100,103 @@ def test_bad_calls_are_clear_errors(fn, jobs, error):
         run_jobs(fn, jobs)
 
 
+def test_local_workers_exit_when_their_parent_is_killed():
+    script = (
+        "import os, time\nfrom lib.runs import run_jobs\n"
+        "print(*sorted({p for _, p in run_jobs(lambda x: (x, os.getpid()), list(range(8)), "
+        "n_workers=2)}), flush=True)\ntime.sleep(120)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE,
+                              text=True)  # fmt: skip
+    try:
+        workers = [int(pid) for pid in parent.stdout.readline().split()]
+    finally:
+        parent.kill()
+        parent.wait(timeout=30)
+    assert workers and parent.pid not in workers
+    deadline = time.monotonic() + 30  # loky alone would keep them for 300 s
+    while time.monotonic() < deadline and any(map(_alive, workers)):
+        time.sleep(0.2)
+    assert not any(map(_alive, workers)), "local workers outlived their killed parent"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+# ------------------------------------------------------------------------------ Dask
+distributed = pytest.importorskip("distributed")
+
+
 def test_a_bad_dask_address_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(runs, "DASK_CONNECT_S", 1.0)
     monkeypatch.setenv("REPRO_BACKEND", "dask")
-    monkeypatch.setenv("REPRO_DASK_SCHEDULER", "localhost:1")
-    with pytest.raises(ValueError, match="tcp://host:port"):
-        run_jobs(square, [1, 2])
+    for bad in ("localhost:1", "inproc://nothing", "tcp://host", "tcp://host:99999", "x" * 10**5):
+        monkeypatch.setenv("REPRO_DASK_SCHEDULER", bad)
+        with pytest.raises(SettingError, match="REPRO_DASK_SCHEDULER=.*pass tcp://host:port"):
+            run_jobs(square, [1, 2])
     monkeypatch.setenv("REPRO_DASK_SCHEDULER", "tcp://127.0.0.1:1")
-    with pytest.raises(ValueError, match="cannot reach the Dask scheduler"):
+    with pytest.raises(ClusterError, match="cannot reach the Dask scheduler at tcp://127.0.0.1:1"):
         run_jobs(square, [1, 2])
 
 
-def test_a_dask_cluster_gives_the_same_results_as_loky(monkeypatch):
-    distributed = pytest.importorskip("distributed")
+@pytest.fixture(scope="module")
+def one_worker_cluster():
+    """A scheduler and one single-thread worker process (the setup where joblib's Dask
+    backend fell back to running every job in the caller)."""
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                  dashboard_address=":0") as cluster:  # fmt: skip
+        yield cluster.scheduler_address
+
+
+def test_a_dask_cluster_runs_every_job_and_gives_the_same_results_as_loky(
+    monkeypatch, one_worker_cluster
+):
     expected = run_jobs(noisy_solve, JOBS, n_workers=2)
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=None)  # fmt: skip
-    with cluster:
-        monkeypatch.setenv("REPRO_BACKEND", "dask")
-        monkeypatch.setenv("REPRO_DASK_SCHEDULER", cluster.scheduler_address)
-        assert run_jobs(noisy_solve, JOBS) == expected
+    monkeypatch.setenv("REPRO_BACKEND", "dask")
+    monkeypatch.setenv("REPRO_DASK_SCHEDULER", one_worker_cluster)
+    assert run_jobs(noisy_solve, JOBS) == expected
+    ran = run_jobs(where_run, [(k,) for k in range(4)])
+    assert [job for job, _ in ran] == [0, 1, 2, 3]
+    assert os.getpid() not in {pid for _, pid in ran}  # on the cluster, not in this process
+    assert run_jobs(apply, [(square, 3), (abs, -2)]) == [9, 2]
+    with pytest.raises(ZeroDivisionError):  # a job's own error comes back as itself
+        run_jobs(lambda x: 1 / x, [1, 0])
+
+
+def test_a_cluster_whose_workers_all_die_fails_clearly_and_soon(monkeypatch, tmp_path):
+    monkeypatch.setattr(runs, "DASK_GRACE_S", 2.0)
+    with distributed.LocalCluster(n_workers=0, processes=True, dashboard_address=":0") as cluster:
+        address = cluster.scheduler_address
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        worker = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--no-nanny",
+                  "--nthreads", "1", "--no-dashboard"]  # fmt: skip
+        procs = [subprocess.Popen(worker, env=env, stderr=subprocess.DEVNULL) for _ in range(2)]
+        try:
+            with distributed.Client(address, set_as_default=False) as client:
+                client.wait_for_workers(2, timeout=120)
+            killed_at = []
+
+            def kill_every_worker_once_a_job_runs() -> None:
+                while not list(tmp_path.iterdir()):
+                    time.sleep(0.05)
+                for proc in procs:
+                    proc.send_signal(signal.SIGKILL)
+                killed_at.append(time.monotonic())
+
+            killer = threading.Thread(target=kill_every_worker_once_a_job_runs, daemon=True)
+            killer.start()
+            monkeypatch.setenv("REPRO_BACKEND", "dask")
+            monkeypatch.setenv("REPRO_DASK_SCHEDULER", address)
+            with pytest.raises(ClusterError, match=f"no worker on the Dask cluster at {address}"):
+                run_jobs(slow_square, [(k, str(tmp_path)) for k in range(4)])
+            failed_at = time.monotonic()
+            killer.join(timeout=10)
+        finally:
+            for proc in procs:
+                proc.kill()
+                proc.wait(timeout=30)
+    assert killed_at and failed_at - killed_at[0] < runs.DASK_GRACE_S + 30  # not a hang
