@@ -117,6 +117,9 @@ def as_token_tensor(
     tokens: np.ndarray | Tensor, vocab_size: int, min_len: int, name: str = "tokens"
 ) -> Tensor:
     """Validate a token stream (L,) or a stack of streams (R, L) and return it as int64."""
+    if isinstance(tokens, np.ndarray) and not tokens.flags.writeable:
+        tokens = tokens.copy()  # a read-only array (lib.runs hands large ones to workers as
+        # read-only memory maps) cannot back a tensor: torch warned and shared it anyway
     t = torch.as_tensor(tokens)
     if t.dtype.is_floating_point or t.dtype == torch.bool or t.dtype.is_complex:
         raise ValueError(f"{name} must hold integer token ids, got dtype {t.dtype}")

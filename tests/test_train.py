@@ -1,6 +1,7 @@
 """Tests of lib.train: schedules, batching, determinism, learning a Markov chain to its floor."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ from lib.lm import LMConfig, MoEConfig, flops_per_token
 from lib.synth import random_chain, split
 from lib.train import (
     TrainConfig,
+    as_token_tensor,
     build_model,
     eval_windows,
     evaluate,
@@ -185,3 +187,12 @@ def test_bad_inputs_raise_value_error_naming_the_argument():
         eval_windows(torch.zeros(5, dtype=torch.long), 8, 4)
     with pytest.raises((TypeError, ValueError), match="seed"):
         build_model(TINY, seed=-1)
+
+
+def test_a_read_only_token_array_is_copied_without_a_warning():
+    tokens = np.arange(40) % 7
+    tokens.flags.writeable = False  # as lib.runs hands large arrays to its workers
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        t = as_token_tensor(tokens, 7, 10)
+    assert t.tolist() == [list(tokens)] and tokens.tolist() == list(np.arange(40) % 7)
