@@ -14,7 +14,8 @@ it imports little (the config comes as `marshal`, not JSON), as every run starts
    resource limits, points stdout/stderr at the files the caller opened, and execs `setpriv`
    (util-linux) to clear supplementary groups, switch to the unprivileged uid/gid (when one is
    given), drop every capability and set no_new_privs, before `setpriv` execs
-   `python -I -S -B -u -c GUARD`.
+   `python -I -S -B -u -c GUARD` (the package path, the audit-hook tripwire unless the caller
+   left it out, then main.py).
 3. It reaps until the program ends, then kills every process left: as process 1 of a PID
    namespace with `kill(-1, SIGKILL)`; otherwise, as a child subreaper, by killing its
    descendants until none remain.

@@ -3,8 +3,15 @@
 `run_sandboxed(code, files, limits)` runs one Python program in a fresh interpreter and returns
 a `SandboxResult` (status, capped output, a message for the agent); it never raises for anything
 the program does. Isolation comes from the operating system, in layers; `isolation()` says which
-ones this machine gives (`isolation().describe()` in words), and a warning says so, once, when
-Linux namespaces are not available.
+ones this machine gives (`isolation().describe()` in words, `isolation().reason` why a stronger
+mode was not available), and a warning says so, once, when Linux namespaces are not available.
+Where no OS isolation is available at all (mode "none": the program would run as the caller's
+own user), `run_sandboxed` refuses with `SandboxUnavailable` unless the caller opts in with
+`allow_none=True` or the setting `REPRO_SANDBOX_NONE=allow`.
+
+`modes()` lists every mode that works here; `run_sandboxed(..., mode=name, tripwire=False)` runs
+a program under one of them, with or without the tripwire, and `stopped_by(result)` names the
+layer that stopped it (chapter 4 shows this for each hostile program).
 
 The layers, all on by default on Linux where `unshare` works (as root, or through a user
 namespace for other users):
@@ -51,6 +58,7 @@ import errno
 import json
 import marshal
 import os
+import re
 import secrets
 import select
 import shutil
@@ -64,7 +72,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from lib import validate
+from lib import settings, validate
 
 STATUSES = ("ok", "error", "blocked", "timeout", "memory", "cpu")
 MAX_OUTPUT_CHARS = 1024  # DataMind truncates interpreter output to 1024 characters (half + half)
@@ -76,17 +84,33 @@ KILL_GRACE_S = 5.0  # how long the caller waits for a killed sandbox to be reape
 SETUP_TIMEOUT_S = 30.0  # how long building the sandbox may take before the program starts
 PROBE_TIMEOUT_S = 60.0  # the first run that finds the isolation layers; generous for busy hosts
 NAMESPACES = ("network", "pid", "mount", "ipc", "uts")
+MODES = ("namespaces", "user namespace", "unprivileged user", "none")  # strongest first
+# What a hostile program's error number says stopped it (see stopped_by)
+LAYER_OF_ERRNO = {
+    errno.ENOENT: "private root",  # the host path does not exist in the program's world
+    errno.EROFS: "private root",  # everything but its folder is mounted read-only
+    errno.EACCES: "unprivileged user",
+    errno.EPERM: "unprivileged user",
+    errno.ENETUNREACH: "network namespace",  # no interface but a loopback that is down
+    errno.ESRCH: "PID namespace",  # the host's processes do not exist for it
+    errno.EAGAIN: "process limit",  # fork refused: too many processes for its user
+}
+LAYER_OF_STATUS = {"blocked": "tripwire", "cpu": "CPU limit", "memory": "memory limit",
+                   "timeout": "wall clock", "ok": "not stopped"}  # fmt: skip
 UNSHARE_FLAGS = ("--net", "--pid", "--mount", "--ipc", "--uts", "--fork", "--kill-child")
 LAUNCH_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 THREADS_ENV = {f"{name}_NUM_THREADS": "1" for name in ("OPENBLAS", "OMP", "MKL")}
 
-# Runs in the child (python -I -S) before the program: put the environment's packages on the path,
-# install the audit hook, then run main.py as __main__.
-GUARD = r"""
+# Runs in the child (python -I -S) before the program: SITE puts the environment's packages on
+# the path, TRIPWIRE installs the audit hook (unless a caller asks for tripwire=False), RUN_MAIN
+# runs main.py as __main__.
+SITE = r"""
 import os, sys
 _SITE = os.path.join(sys.prefix, "lib", "python%d.%d" % sys.version_info[:2], "site-packages")
 if os.path.isdir(_SITE):  # python -S skips the .pth files (they cost more than the program)
     sys.path.append(_SITE)
+"""
+TRIPWIRE = r"""
 ROOT = os.path.realpath(os.getcwd())
 READ_ROOTS = tuple({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix,
                     sys.base_exec_prefix)}) + (ROOT,)
@@ -132,9 +156,15 @@ def _hook(event, args):
             _refuse(f"listing {os.fsdecode(args[0])!r} (outside the sandbox folder)")
 
 sys.addaudithook(_hook)
+"""
+RUN_MAIN = """
 import runpy
 runpy.run_path("main.py", run_name="__main__")
 """
+
+
+class SandboxUnavailable(RuntimeError):
+    """No OS isolation on this machine, and the caller did not opt in to running without it."""
 
 
 @dataclass(frozen=True)
@@ -239,18 +269,59 @@ def truncate(text: str, limit: int = MAX_OUTPUT_CHARS) -> str:
 
 
 def run_sandboxed(
-    code: str, files: Mapping[str, str | Path] | None = None, limits: SandboxLimits | None = None
+    code: str,
+    files: Mapping[str, str | Path] | None = None,
+    limits: SandboxLimits | None = None,
+    *,
+    mode: str | None = None,
+    tripwire: bool = True,
+    allow_none: bool | None = None,
 ) -> SandboxResult:
     """Run `code` as main.py in a fresh, isolated Python process; `files` maps name -> source path.
 
     The given files are copied into the private folder under their names (plain names only).
+    `mode` picks one of `modes()` (default: the strongest); `tripwire=False` leaves the audit
+    hook out, to show what the other layers hold. Mode "none" (no OS isolation) needs an opt-in:
+    `allow_none=True`, the setting REPRO_SANDBOX_NONE=allow, or asking for mode="none" by name;
+    otherwise it raises SandboxUnavailable.
     """
     code = validate.text("code", code, empty=True)
     if limits is None:
         limits = SandboxLimits()
     elif not isinstance(limits, SandboxLimits):
         raise TypeError(f"limits must be a SandboxLimits or None, got {type(limits).__name__}")
-    return _execute(code, _checked_files(files), limits, _active_mode())
+    if not isinstance(tripwire, bool):
+        raise TypeError(f"tripwire must be True or False, got {tripwire!r:.80}")
+    if allow_none is not None and not isinstance(allow_none, bool):
+        raise TypeError(f"allow_none must be True, False or None, got {allow_none!r:.80}")
+    files = _checked_files(files)
+    if mode is None:
+        chosen = _active_mode()
+        if chosen.name == "none":
+            _check_none_allowed(allow_none)
+    else:
+        chosen = _named_mode(mode)
+    return _execute(code, files, limits, chosen, tripwire)
+
+
+def _check_none_allowed(allow_none: bool | None) -> None:
+    """Raise SandboxUnavailable unless running without OS isolation was asked for."""
+    allowed = allow_none if allow_none is not None else (
+        settings.get("REPRO_SANDBOX_NONE") == "allow")  # fmt: skip
+    if not allowed:
+        raise SandboxUnavailable(
+            "no OS isolation is available for generated programs here ("
+            + (_ACTIVE[1].reason or "no stronger mode works")
+            + "): they would run as your own user, held only by kernel limits and an audit-hook "
+            "tripwire that a program can switch off. To run them anyway, set "
+            "REPRO_SANDBOX_NONE=allow (or pass allow_none=True)"
+        )
+    global _WARNED_NONE
+    if not _WARNED_NONE:
+        _WARNED_NONE = True
+        warnings.warn("generated programs run with NO OS isolation (mode 'none'), as allowed by "
+                      "REPRO_SANDBOX_NONE=allow or allow_none=True", RuntimeWarning,
+                      stacklevel=4)  # fmt: skip
 
 
 def _checked_files(files) -> dict[str, Path]:
@@ -277,6 +348,25 @@ def _checked_files(files) -> dict[str, Path]:
 
 
 _ACTIVE: tuple[_Mode, Isolation] | None = None
+_WORKING: dict[str, tuple[_Mode, Isolation]] | None = None
+_WARNED_NONE = False
+
+
+def _unavailable() -> dict[str, str]:
+    """Why this platform cannot even try some modes: mode name -> reason."""
+    if sys.platform != "linux":
+        return dict.fromkeys(MODES[:-1], f"needs Linux; this is {sys.platform}")
+    missing = [tool for tool in ("unshare", "setpriv") if shutil.which(tool) is None]
+    tools = f"{' and '.join(missing)} not found on PATH (util-linux)" if missing else ""
+    why = dict.fromkeys(("namespaces", "user namespace"), tools) if tools else {}
+    if os.geteuid() != 0:
+        why.setdefault("namespaces", f"needs root; this is uid {os.geteuid()}")
+        why["unprivileged user"] = (
+            f"switching to a fresh uid needs root; this is uid {os.geteuid()}"
+        )
+    elif "setpriv" in missing:
+        why["unprivileged user"] = tools
+    return why
 
 
 def _candidate_modes() -> list[_Mode]:
@@ -319,16 +409,29 @@ def _limits_processes(mode: _Mode) -> bool:
     return mode.drop_uid or (bool(mode.prefix) and os.geteuid() != 0)
 
 
+def _works(mode: _Mode) -> str:
+    """'' if `mode` runs a trivial program exactly, else what went wrong."""
+    limits = SandboxLimits(timeout_s=PROBE_TIMEOUT_S, memory_mb=512, cpu_s=PROBE_TIMEOUT_S)
+    result = _execute("print('ok')", {}, limits, mode)
+    if result.ok and result.stdout == "ok\n":
+        return ""
+    return result.message or result.stderr.strip()[-200:] or f"status {result.status}"
+
+
+def _reason(chosen: str, failures: dict[str, str]) -> str:
+    """Why each mode stronger than `chosen` was not used, strongest first."""
+    why = _unavailable() | {name: what for name, what in failures.items() if what}
+    return "; ".join(f"{n} ({why[n]})" for n in MODES[: MODES.index(chosen)] if n in why)
+
+
 def _probe() -> tuple[_Mode, Isolation]:
     """Try each mode with a trivial program; keep the first that runs it exactly."""
-    limits = SandboxLimits(timeout_s=PROBE_TIMEOUT_S, memory_mb=512, cpu_s=PROBE_TIMEOUT_S)
-    failures = []
+    failures = {}
     for mode in _candidate_modes():
-        result = _execute("print('ok')", {}, limits, mode)
-        if result.ok and result.stdout == "ok\n":
-            return mode, _describe(mode, "; ".join(failures))
-        failures.append(f"{mode.name} ({result.message or result.stderr.strip()[-200:]})")
-    raise RuntimeError("lib.sandbox cannot run Python at all: " + "; ".join(failures))
+        failures[mode.name] = _works(mode)
+        if not failures[mode.name]:
+            return mode, _describe(mode, _reason(mode.name, failures))
+    raise RuntimeError("lib.sandbox cannot run Python at all: " + _reason("none", failures))
 
 
 def _active_mode() -> _Mode:
@@ -347,6 +450,46 @@ def isolation() -> Isolation:
     return _ACTIVE[1]
 
 
+def modes() -> dict[str, Isolation]:
+    """Every isolation mode that runs a program on this machine, strongest first, with its
+    layers (each probed once per process); the first is the one `run_sandboxed` uses."""
+    global _WORKING
+    if _WORKING is None:
+        failures, working = {}, {}
+        for mode in _candidate_modes():
+            failures[mode.name] = _works(mode)
+            if not failures[mode.name]:
+                working[mode.name] = (mode, _describe(mode, _reason(mode.name, failures)))
+        _WORKING = working
+    return {name: layers for name, (_, layers) in _WORKING.items()}
+
+
+def _named_mode(name: str) -> _Mode:
+    """The working mode called `name`, else a clear error listing those that work."""
+    validate.text("mode", name)
+    working = modes()
+    if name not in working:
+        known = "a mode" if name in MODES else f"one of {MODES}"
+        raise ValueError(f"mode {name!r:.80} does not work on this machine (it must be {known} "
+                         f"that works here); pass one of {tuple(working)}")  # fmt: skip
+    return _WORKING[name][0]
+
+
+def stopped_by(result: SandboxResult) -> str:
+    """The layer that stopped a hostile program, from its status (LAYER_OF_STATUS: 'tripwire',
+    'CPU limit', ..., 'not stopped' for a normal exit) or its error number (LAYER_OF_ERRNO)."""
+    if not isinstance(result, SandboxResult):
+        raise TypeError(f"result must be a SandboxResult, got {type(result).__name__}")
+    if result.status in LAYER_OF_STATUS:
+        return LAYER_OF_STATUS[result.status]
+    if result.message.startswith("FileSizeError"):
+        return "file-size limit"
+    number = re.search(r"\[Errno (\d+)\]", result.message)
+    if number and int(number[1]) in LAYER_OF_ERRNO:
+        return LAYER_OF_ERRNO[int(number[1])]
+    return "error: " + truncate(result.message, 60)
+
+
 # ------------------------------------------------------------------------------- one run
 
 
@@ -363,7 +506,9 @@ def _binds(mode: _Mode) -> list[str]:
     return kept
 
 
-def _execute(code: str, files: dict[str, Path], limits: SandboxLimits, mode: _Mode):
+def _execute(
+    code: str, files: dict[str, Path], limits: SandboxLimits, mode: _Mode, tripwire: bool = True
+) -> SandboxResult:
     """Stage `code` and `files` in a private temporary folder and run them under `mode`."""
     uid = UID_BASE + secrets.randbelow(UID_SPAN) if mode.drop_uid else None
     with tempfile.TemporaryDirectory(prefix="sandbox_", ignore_cleanup_errors=True) as tmp:
@@ -388,7 +533,7 @@ def _execute(code: str, files: dict[str, Path], limits: SandboxLimits, mode: _Mo
             "gid": uid,
             "setpriv": mode.setpriv,
             "python": sys.executable,
-            "guard": GUARD,
+            "guard": SITE + (TRIPWIRE if tripwire else "") + RUN_MAIN,
             "env": {**LAUNCH_ENV, **THREADS_ENV, "HOME": inside, "TMPDIR": inside},
             "folder_bytes": limits.folder_mb * MIB,
             "limits": {

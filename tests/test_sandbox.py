@@ -109,20 +109,100 @@ def test_isolation_reports_the_layers_in_use():
         assert layers.mode == "namespaces" and layers.full and layers.process_limit
 
 
-def test_without_namespaces_the_sandbox_warns_once_and_claims_no_more(monkeypatch):
+@pytest.fixture
+def no_namespaces(monkeypatch):
+    """A machine where the namespace modes fail and only "none" works (probed afresh)."""
     broken = S._Mode(
         "namespaces", (shutil.which("unshare") or "unshare", "--bogus"), True, True, None
     )
     weakest = S._Mode("none", (), False, False, None)
     monkeypatch.setattr(S, "_candidate_modes", lambda: [broken, weakest])
-    monkeypatch.setattr(S, "_ACTIVE", None)
+    for cache in ("_ACTIVE", "_WORKING"):
+        monkeypatch.setattr(S, cache, None)
+    monkeypatch.setattr(S, "_WARNED_NONE", False)
+    monkeypatch.delenv("REPRO_SANDBOX_NONE", raising=False)
+    return monkeypatch
+
+
+def test_without_namespaces_the_sandbox_warns_once_and_claims_no_more(no_namespaces):
     with pytest.warns(RuntimeWarning, match="no namespaces") as record:
         layers = S.isolation()
-        assert run_sandboxed("print(1)", limits=EASY).stdout == "1\n"
         assert S.isolation() is layers
     assert len(record) == 1
     assert not layers.full and layers.mode == "none" and not layers.process_limit
     assert "the host's file system" in layers.describe() and "namespaces (" in layers.reason
+
+
+def test_no_os_isolation_needs_an_explicit_opt_in_and_says_so(no_namespaces):
+    with pytest.warns(RuntimeWarning, match="no namespaces"):
+        S.isolation()
+    with pytest.raises(S.SandboxUnavailable, match="REPRO_SANDBOX_NONE=allow") as refused:
+        run_sandboxed("print(1)", limits=EASY)
+    assert "no OS isolation" in str(refused.value) and "namespaces (" in str(refused.value)
+    with pytest.warns(RuntimeWarning, match="NO OS isolation") as record:
+        assert run_sandboxed("print(1)", limits=EASY, allow_none=True).stdout == "1\n"
+        no_namespaces.setenv("REPRO_SANDBOX_NONE", "allow")
+        assert run_sandboxed("print(2)", limits=EASY).stdout == "2\n"
+    assert len(record) == 1  # said once, not at every run
+    with pytest.raises(S.SandboxUnavailable):
+        run_sandboxed("print(1)", limits=EASY, allow_none=False)  # the argument wins
+
+
+def test_the_reason_says_why_each_stronger_mode_is_unavailable(monkeypatch):
+    monkeypatch.setattr(S.shutil, "which", lambda tool: None if tool == "unshare" else "/x")
+    monkeypatch.setattr(S.sys, "platform", "linux")
+    monkeypatch.setattr(S.os, "geteuid", lambda: 0)
+    assert S._unavailable() == dict.fromkeys(
+        ("namespaces", "user namespace"), "unshare not found on PATH (util-linux)"
+    )
+    monkeypatch.setattr(S.os, "geteuid", lambda: 1000)
+    why = S._unavailable()
+    assert why["unprivileged user"] == "switching to a fresh uid needs root; this is uid 1000"
+    assert S._reason("none", {}) == "; ".join(f"{n} ({why[n]})" for n in S.MODES[:3])
+    monkeypatch.setattr(S.sys, "platform", "darwin")
+    assert set(S._unavailable().values()) == {"needs Linux; this is darwin"}
+
+
+def test_every_working_mode_can_be_chosen_with_or_without_the_tripwire():
+    working = S.modes()
+    assert list(working) == [m for m in S.MODES if m in working] and "none" in working
+    assert next(iter(working)) == S.isolation().mode
+    for mode in working:
+        on = run_sandboxed("import socket", limits=EASY, mode=mode)
+        off = run_sandboxed("import socket", limits=EASY, mode=mode, tripwire=False)
+        assert S.stopped_by(on) == "tripwire" and off.ok, (mode, off.message)
+    with pytest.raises(ValueError, match="mode 'chroot' does not work on this machine"):
+        run_sandboxed("pass", mode="chroot")
+
+
+def result(status: str, message: str = "") -> S.SandboxResult:
+    return S.SandboxResult(status, "", "", 1, 0.1, message)
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "layer"),
+    [
+        ("blocked", "PermissionError: sandbox: import of 'socket' is not allowed", "tripwire"),
+        ("cpu", "CPUTimeError: the program used more than 1 s of CPU", "CPU limit"),
+        ("memory", "MemoryError: the program exceeded its 256 MiB limit", "memory limit"),
+        ("timeout", "TimeoutError: the program ran longer than 5 s", "wall clock"),
+        ("ok", "", "not stopped"),
+        ("error", "FileNotFoundError: [Errno 2] No such file or directory: '/tmp/x'",
+         "private root"),
+        ("error", "OSError: [Errno 30] Read-only file system: '/usr/x'", "private root"),
+        ("error", "PermissionError: [Errno 13] Permission denied: '/tmp/x'", "unprivileged user"),
+        ("error", "PermissionError: [Errno 1] Operation not permitted", "unprivileged user"),
+        ("error", "OSError: [Errno 101] Network is unreachable", "network namespace"),
+        ("error", "ProcessLookupError: [Errno 3] No such process", "PID namespace"),
+        ("error", "BlockingIOError: [Errno 11] Resource temporarily unavailable",
+         "process limit"),
+        ("error", "FileSizeError: the program wrote more than 1 MiB", "file-size limit"),
+        ("error", "ConnectionRefusedError: [Errno 111] Connection refused",
+         "error: ConnectionRefusedError: [Errno 111] Connection refused"),
+    ],
+)  # fmt: skip
+def test_stopped_by_names_the_layer_from_the_status_or_the_error_number(status, message, layer):
+    assert S.stopped_by(result(status, message)) == layer
 
 
 def test_truncate_keeps_head_and_tail():
@@ -216,6 +296,10 @@ BAD_CALLS = [
     (lambda: truncate("abc", True), TypeError, "limit must be an integer"),
     (lambda: truncate("abc", 2.5), TypeError, "limit must be an integer"),
     (lambda: truncate(b"abc"), TypeError, "text must be a string"),
+    (lambda: run_sandboxed("pass", tripwire=0), TypeError, "tripwire must be True or False"),
+    (lambda: run_sandboxed("pass", allow_none="yes"), TypeError, "allow_none must be True"),
+    (lambda: run_sandboxed("pass", mode=3), TypeError, "mode must be a string"),
+    (lambda: S.stopped_by("blocked"), TypeError, "result must be a SandboxResult"),
 ]
 
 
