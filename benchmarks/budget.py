@@ -17,26 +17,32 @@ import os
 import sys
 import tempfile
 
-from notebook_runs import chapters, execute
+from notebook_runs import chapters, execute, stop_on_sigterm
+
+from lib.scale import scale as run_scale
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("chapters", nargs="*", help="chapter numbers, e.g. 08 11 (default: all)")
     args = parser.parse_args()
-    scale = os.environ.get("REPRO_SCALE", "quick")
+    scale = run_scale()  # checks every REPRO_* setting first
     print(f"scale {scale}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}")
     print(f"{'chapter':40s} {'wall s':>8s} {'cpu s':>8s} {'budget s':>9s}  result")
     over = 0
+    stop_on_sigterm()
     with tempfile.TemporaryDirectory() as results:
         for path in chapters(args.chapters):
             env = {"REPRO_RESULTS_DIR": results}
             run = execute(path, env, timeout_s=10 * 1800)
             ok = run.error is None and run.wall_s <= run.budget_s
             over += not ok
-            result = run.error or ("ok" if ok else "OVER BUDGET")
+            result = f"{run.outcome}: {run.error}" if run.error else "ok" if ok else "OVER BUDGET"
             print(f"{run.chapter:40s} {run.wall_s:8.1f} {run.cpu_s:8.1f} {run.budget_s:9.0f}  "
                   f"{result}", flush=True)  # fmt: skip
+            if run.stop:
+                print("stopped: the remaining chapters were not run")
+                break
     return 1 if over else 0
 
 

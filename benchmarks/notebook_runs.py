@@ -9,6 +9,7 @@ while it runs, so it is close to what the run would cost on an idle machine.
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ import jupytext
 import psutil
 import yaml
 from nbclient import NotebookClient
-from nbclient.exceptions import CellExecutionError
+from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
@@ -26,15 +27,22 @@ DEFAULT_BUDGET_S = {"quick": 180.0, "full": 1800.0}
 BUDGET_KEY = {"quick": "budget_s", "full": "budget_full_s"}
 
 
+OUTCOMES = ("ok", "crashed", "interrupted")
+
+
 @dataclass(frozen=True)
 class NotebookRun:
-    """One execution of a chapter: times, the budget at its scale, and the error if it failed."""
+    """One execution of a chapter: times, the budget at its scale, and how it ended: "ok",
+    "crashed" (a cell raised) or "interrupted" (a timeout, a dead kernel, Ctrl-C or SIGTERM),
+    with the error; `stop` is set when the user asked the whole benchmark to stop."""
 
     chapter: str
     wall_s: float
     cpu_s: float
     budget_s: float
     error: str | None
+    outcome: str = "ok"
+    stop: bool = False
 
 
 def chapters(selected: list[str]) -> list[Path]:
@@ -92,14 +100,20 @@ def execute(path: Path, env: dict[str, str], timeout_s: float) -> NotebookRun:
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)  # the kernel inherits this process's environment
     sampler = _CpuSampler(os.getpid())
-    start, error = time.monotonic(), None
+    start, error, outcome, stop = time.monotonic(), None, "ok", False
     try:
         sampler.start()
         client.execute()
     except CellExecutionError as err:
-        error = str(err).strip().splitlines()[-1][:200]
-    except Exception as err:  # a timeout or a dead kernel: report it, run the next chapter
-        error = f"{type(err).__name__}: {err}"[:200]
+        error, outcome = str(err).strip().splitlines()[-1][:200], "crashed"
+    except CellTimeoutError:
+        error, outcome = f"a cell ran past the {timeout_s:.0f} s timeout", "interrupted"
+    except DeadKernelError:
+        error, outcome = "the kernel died (killed, or out of memory)", "interrupted"
+    except KeyboardInterrupt:
+        error, outcome, stop = "stopped by Ctrl-C or SIGTERM", "interrupted", True
+    except Exception as err:  # anything else: report it, run the next chapter
+        error, outcome = f"{type(err).__name__}: {err}"[:200], "crashed"
     finally:
         wall = time.monotonic() - start
         sampler.done.set()
@@ -109,4 +123,14 @@ def execute(path: Path, env: dict[str, str], timeout_s: float) -> NotebookRun:
                 os.environ.pop(key)
             else:
                 os.environ[key] = value
-    return NotebookRun(path.stem, wall, sampler.cpu_s, budget(path, scale), error)
+    return NotebookRun(path.stem, wall, sampler.cpu_s, budget(path, scale), error, outcome, stop)
+
+
+def stop_on_sigterm() -> None:
+    """Turn SIGTERM (e.g. from `timeout`) into KeyboardInterrupt, so a benchmark stopped from
+    outside reports the runs it finished and marks the one it was in as interrupted."""
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
