@@ -365,7 +365,7 @@ def _unavailable() -> dict[str, str]:
             f"switching to a fresh uid needs root; this is uid {os.geteuid()}"
         )
     elif "setpriv" in missing:
-        why["unprivileged user"] = tools
+        why["unprivileged user"] = "setpriv not found on PATH (util-linux)"
     return why
 
 

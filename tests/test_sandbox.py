@@ -155,6 +155,8 @@ def test_the_reason_says_why_each_stronger_mode_is_unavailable(monkeypatch):
     assert S._unavailable() == dict.fromkeys(
         ("namespaces", "user namespace"), "unshare not found on PATH (util-linux)"
     )
+    monkeypatch.setattr(S.shutil, "which", lambda tool: None)
+    assert S._unavailable()["unprivileged user"] == "setpriv not found on PATH (util-linux)"
     monkeypatch.setattr(S.os, "geteuid", lambda: 1000)
     why = S._unavailable()
     assert why["unprivileged user"] == "switching to a fresh uid needs root; this is uid 1000"
