@@ -9,6 +9,7 @@ while it runs, so it is close to what the run would cost on an idle machine.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import threading
 import time
@@ -28,6 +29,7 @@ BUDGET_KEY = {"quick": "budget_s", "full": "budget_full_s"}
 
 
 OUTCOMES = ("ok", "crashed", "interrupted")
+STOPPING = threading.Event()  # set once Ctrl-C or SIGTERM asked the benchmark to stop
 
 
 @dataclass(frozen=True)
@@ -100,20 +102,12 @@ def execute(path: Path, env: dict[str, str], timeout_s: float) -> NotebookRun:
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)  # the kernel inherits this process's environment
     sampler = _CpuSampler(os.getpid())
-    start, error, outcome, stop = time.monotonic(), None, "ok", False
+    start, error, outcome = time.monotonic(), None, "ok"
     try:
         sampler.start()
-        client.execute()
-    except CellExecutionError as err:
-        error, outcome = str(err).strip().splitlines()[-1][:200], "crashed"
-    except CellTimeoutError:
-        error, outcome = f"a cell ran past the {timeout_s:.0f} s timeout", "interrupted"
-    except DeadKernelError:
-        error, outcome = "the kernel died (killed, or out of memory)", "interrupted"
-    except KeyboardInterrupt:
-        error, outcome, stop = "stopped by Ctrl-C or SIGTERM", "interrupted", True
-    except Exception as err:  # anything else: report it, run the next chapter
-        error, outcome = f"{type(err).__name__}: {err}"[:200], "crashed"
+        failure = _execute_in_thread(client)
+        if failure is not None:  # report it, run the next chapter
+            error, outcome = _failure(failure, timeout_s)
     finally:
         wall = time.monotonic() - start
         sampler.done.set()
@@ -123,14 +117,56 @@ def execute(path: Path, env: dict[str, str], timeout_s: float) -> NotebookRun:
                 os.environ.pop(key)
             else:
                 os.environ[key] = value
+    stop = STOPPING.is_set()
+    if stop and outcome != "ok":  # its kernel was stopped with the benchmark
+        error, outcome = "stopped by Ctrl-C or SIGTERM", "interrupted"
     return NotebookRun(path.stem, wall, sampler.cpu_s, budget(path, scale), error, outcome, stop)
 
 
+def _execute_in_thread(client: NotebookClient) -> BaseException | None:
+    """Run the notebook in a thread and return what it raised, if anything. Outside the main
+    thread nbclient installs no signal handlers: its own would shut the kernel down on SIGTERM
+    or Ctrl-C and then restore the default, so a later signal killed the benchmark silently."""
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            client.execute()
+        except BaseException as err:  # noqa: BLE001 - handed to the caller
+            raised.append(err)
+
+    worker = threading.Thread(target=run, name="notebook", daemon=True)
+    worker.start()
+    while worker.is_alive():  # a short join, so that signal handlers run meanwhile
+        worker.join(0.5)
+    return raised[0] if raised else None
+
+
+def _failure(err: BaseException, timeout_s: float) -> tuple[str, str]:
+    """(error, outcome) of a run that raised: a cell's error is a crash; a timeout or a dead
+    kernel is an interruption."""
+    if isinstance(err, CellExecutionError):
+        last = str(err).strip().splitlines()[-1]
+        return re.sub(r"\x1b\[[0-9;]*m", "", last)[:200], "crashed"  # without its colours
+    if isinstance(err, CellTimeoutError):
+        return f"a cell ran past the {timeout_s:.0f} s timeout", "interrupted"
+    if isinstance(err, DeadKernelError):
+        return "the kernel died (killed, or out of memory)", "interrupted"
+    return f"{type(err).__name__}: {err}"[:200], "crashed"
+
+
 def stop_on_sigterm() -> None:
-    """Turn SIGTERM (e.g. from `timeout`) into KeyboardInterrupt, so a benchmark stopped from
-    outside reports the runs it finished and marks the one it was in as interrupted."""
+    """Turn SIGTERM (e.g. from `timeout`) and Ctrl-C into a stop: the kernel of the run in
+    progress is killed, that run is marked interrupted, and the benchmark reports the runs it
+    finished instead of dying without a word."""
 
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
+    def stop(signum, frame):
+        STOPPING.set()
+        for child in psutil.Process().children(recursive=True):  # the kernel and its workers
+            try:
+                child.kill()
+            except psutil.Error:
+                pass
 
-    signal.signal(signal.SIGTERM, interrupt)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stop)

@@ -119,6 +119,7 @@ def main() -> int:
     args = parser.parse_args()
     scale = run_scale()  # checks every REPRO_* setting first
     stop_on_sigterm()
+    sys.stdout.reconfigure(line_buffering=True)  # each line as it comes, even into a file
     found = {"differing": [], "crashed": [], "interrupted": []}
     for path in chapters(args.chapters):
         runs: list[SeedRun] = []

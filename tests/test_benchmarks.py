@@ -69,3 +69,15 @@ def test_a_broken_summary_is_a_crash_that_names_the_file(tmp_path):
     assert read.state == "crashed" and "99_bench.seed3.json" in read.unreadable
     assert seeds.read_back(tmp_path, "99_bench", 4, "quick", run()).state == "crashed"
     assert seeds.report({"differing": [], "crashed": [], "interrupted": []}) == 0
+
+
+def test_a_cell_error_is_a_crash_and_a_timeout_or_dead_kernel_an_interruption():
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+    from notebook_runs import _failure
+
+    cell_error = CellExecutionError("...\n\x1b[31mValueError\x1b[39m: boom", "ValueError", "boom")
+    assert _failure(cell_error, 600) == ("ValueError: boom", "crashed")
+    assert _failure(CellTimeoutError("slow"), 600) == (
+        "a cell ran past the 600 s timeout", "interrupted")  # fmt: skip
+    assert _failure(DeadKernelError("died"), 600)[1] == "interrupted"
+    assert _failure(RuntimeError("odd"), 600) == ("RuntimeError: odd", "crashed")
