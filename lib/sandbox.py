@@ -321,7 +321,7 @@ def _check_none_allowed(allow_none: bool | None) -> None:
         _WARNED_NONE = True
         warnings.warn("generated programs run with NO OS isolation (mode 'none'), as allowed by "
                       "REPRO_SANDBOX_NONE=allow or allow_none=True", RuntimeWarning,
-                      stacklevel=4)  # fmt: skip
+                      stacklevel=3)  # fmt: skip
 
 
 def _checked_files(files) -> dict[str, Path]:
@@ -468,10 +468,12 @@ def _named_mode(name: str) -> _Mode:
     """The working mode called `name`, else a clear error listing those that work."""
     validate.text("mode", name)
     working = modes()
+    if name not in MODES:
+        raise ValueError(f"mode {name!r:.80} is not a sandbox mode; pass one of {tuple(working)}")
     if name not in working:
-        known = "a mode" if name in MODES else f"one of {MODES}"
-        raise ValueError(f"mode {name!r:.80} does not work on this machine (it must be {known} "
-                         f"that works here); pass one of {tuple(working)}")  # fmt: skip
+        why = _unavailable().get(name, "it failed to run a trivial program")
+        raise ValueError(f"mode {name!r} does not work on this machine ({why}); pass one of "
+                         f"{tuple(working)}")  # fmt: skip
     return _WORKING[name][0]
 
 

@@ -146,6 +146,9 @@ def test_no_os_isolation_needs_an_explicit_opt_in_and_says_so(no_namespaces):
     assert len(record) == 1  # said once, not at every run
     with pytest.raises(S.SandboxUnavailable):
         run_sandboxed("print(1)", limits=EASY, allow_none=False)  # the argument wins
+    assert run_sandboxed("print(3)", limits=EASY, mode="none").stdout == "3\n"  # asked by name
+    with pytest.raises(ValueError, match="mode 'namespaces' does not work on this machine"):
+        run_sandboxed("pass", mode="namespaces")
 
 
 def test_the_reason_says_why_each_stronger_mode_is_unavailable(monkeypatch):
@@ -173,7 +176,7 @@ def test_every_working_mode_can_be_chosen_with_or_without_the_tripwire():
         on = run_sandboxed("import socket", limits=EASY, mode=mode)
         off = run_sandboxed("import socket", limits=EASY, mode=mode, tripwire=False)
         assert S.stopped_by(on) == "tripwire" and off.ok, (mode, off.message)
-    with pytest.raises(ValueError, match="mode 'chroot' does not work on this machine"):
+    with pytest.raises(ValueError, match="mode 'chroot' is not a sandbox mode; pass one of"):
         run_sandboxed("pass", mode="chroot")
 
 
