@@ -27,8 +27,9 @@ from pathlib import Path
 
 PREFIX = "REPRO_"
 SHOWN_CHARS = 80  # a value longer than this is cut in error messages
-# SeedSequence mixes its entropy as 32-bit words: a base seed below 2**32 is exactly one word,
-# so two base seeds never share a stream, and a seed's summary name stays short.
+# SeedSequence reads its entropy as 32-bit words: a base seed below 2**32 is exactly one word, so
+# lib.runs' entropy [base seed, crc32(experiment)] is always two words and no two pairs give the
+# same entropy (a larger seed spills into a second word that can mimic another experiment's).
 SEED_MAX = 2**32 - 1
 WORKERS_MAX = 1024
 SCHEDULER = re.compile(r"(tcp|tls)://([A-Za-z0-9][A-Za-z0-9.-]*|\[[0-9A-Fa-f:.]+\]):([0-9]{1,5})")
