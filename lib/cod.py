@@ -10,13 +10,14 @@ map f takes that subset accuracy to full-set accuracy.
 
 Eq. (4): y(C) = g + (1 - g) exp(-a C^-b - c). Here C is always in units of the smallest
 model's training compute (C / C_1), so "a > 1" means: the smallest model's pass rate on the
-cluster is below g + (1 - g) e^(-1 - c). The baselines live here too: the direct Eq. (4) fit
-of the whole benchmark, and the route through the loss of Gadre et al. 2024 (arXiv:2403.08540).
+cluster is below g + (1 - g) e^(-1 - c). The rivals live here too: the direct Eq. (4) fit of
+the whole benchmark, the route through the loss of Gadre et al. 2024 (arXiv:2403.08540), the
+same pipeline without clustering, and linear or isotonic maps in place of COD's.
 
-The toy benchmark (`make_fact_benchmark`) is fact recall: items (subject, relation) with
-answers of 1-3 value tokens, Zipf-distributed training frequency and relation-specific value
-priors, some scored against a wrong key. `train_fact_models` trains one shape of a family of
-small networks on several such benchmarks at once and returns exact per-item pass rates.
+The toy benchmark (`make_item_world`) is a population of items whose answer loss follows
+Theorem 1's power law L(C) = alpha C^-beta + gamma (smooth items, and steep "emergent" ones),
+plus items whose pass rate wobbles from model to model without a trend (noisy) and items no
+model can answer (broken); `evaluate_model` gives one model's exact pass rates and loss.
 """
 
 from __future__ import annotations
@@ -134,8 +135,8 @@ def am_gm_gap(p) -> float:
 
 @dataclass(frozen=True)
 class Clustering:
-    """Labels (n_items,) with -1 for unclustered items; bandwidth R; cluster centres (k, dim);
-    the MeanShift rounds Alg. 1 took."""
+    """Labels (n_items,) with -1 for unclustered items; bandwidth R; cluster centres (k, dim),
+    the MeanShift modes every member lies within R of; the MeanShift rounds Alg. 1 took."""
 
     labels: np.ndarray
     bandwidth: float
@@ -215,7 +216,7 @@ def improved_meanshift(
             members = free[(found == k) & (np.linalg.norm(X[free] - centre, axis=1) <= R)]
             if len(members) >= K:
                 labels[members] = len(centers)
-                centers.append(X[members].mean(axis=0))
+                centers.append(centre)
                 added += 1
         if added == 0:
             break
@@ -223,6 +224,9 @@ def improved_meanshift(
 
 
 # ----------------------------------------------------------------------------- mapping
+MAPPINGS = ("monotone", "linear", "isotonic")
+
+
 @dataclass(frozen=True)
 class MonotoneMap:
     """f: subset accuracy -> full accuracy; monotone, through (0, 0) and (1, 1), inside [0, 1]."""
@@ -235,17 +239,22 @@ class MonotoneMap:
         return np.clip(interpolate.PchipInterpolator(self.x, self.y)(s), 0.0, 1.0)
 
 
+def _map_points(subset_acc, full_acc) -> tuple[np.ndarray, np.ndarray]:
+    xs = validate.array("subset_acc", subset_acc, low=0.0, high=1.0)
+    ys = validate.array("full_acc", full_acc, low=0.0, high=1.0)
+    validate.same_length(subset_acc=xs, full_acc=ys)
+    return xs, ys
+
+
 def fit_mapping(subset_acc, full_acc) -> MonotoneMap:
-    """Monotone map from subset to full accuracy through (0, 0), the points and (1, 1).
+    """COD's map from subset to full accuracy: monotone, through (0, 0), the points, (1, 1).
 
     The paper fits a cubic smoothing spline with RMSE <= 0.005 on the points; an
     unconstrained spline can overshoot between close points, so we make the points monotone
     (isotonic regression) and interpolate them with PCHIP, which keeps monotonicity and
     [0, 1] and has RMSE 0 on monotone points.
     """
-    xs = validate.array("subset_acc", subset_acc, low=0.0, high=1.0)
-    ys = validate.array("full_acc", full_acc, low=0.0, high=1.0)
-    validate.same_length(subset_acc=xs, full_acc=ys)
+    xs, ys = _map_points(subset_acc, full_acc)
     x = np.concatenate([[0.0], xs, [1.0]])
     y = IsotonicRegression(y_min=0.0, y_max=1.0).fit_transform(x, np.concatenate([[0], ys, [1]]))
     order = np.argsort(x, kind="stable")
@@ -253,60 +262,135 @@ def fit_mapping(subset_acc, full_acc) -> MonotoneMap:
     return MonotoneMap(x[order][keep], y[order][keep])
 
 
+def apply_mapping(subset_acc, full_acc, s, how: str = "monotone") -> np.ndarray:
+    """Map subset accuracies s to full accuracies with a map fitted on the (subset_acc,
+    full_acc) points: COD's `fit_mapping` ("monotone"), or a rival a practitioner would use
+    on the same points: least squares line ("linear", clipped to [0, 1]) or isotonic
+    regression without the (0, 0), (1, 1) end points ("isotonic", flat beyond the points)."""
+    xs, ys = _map_points(subset_acc, full_acc)
+    s = np.atleast_1d(validate.array("s", s, ndim=None, low=0.0, high=1.0))
+    how = validate.choice("how", how, MAPPINGS)
+    if how == "monotone":
+        return fit_mapping(xs, ys)(s)
+    if how == "linear":
+        if len(xs) < 2 or np.ptp(xs) == 0:
+            raise ValueError("a linear map needs >= 2 distinct subset accuracies")
+        slope, intercept = np.polyfit(xs, ys, 1)
+        return np.clip(intercept + slope * s, 0.0, 1.0)
+    iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(xs, ys)
+    return iso.predict(s)
+
+
 # ----------------------------------------------------------------------------- pipeline
 @dataclass(frozen=True)
 class CodPrediction:
-    """One COD run: clustering, per-cluster fits, kept clusters, the subset and its law."""
+    """One COD run: clustering, per-cluster fits, kept clusters, the subset and its law.
+
+    weights: (n_items,) each item's share of the benchmark score (1 / n_items unless given).
+    """
 
     clustering: Clustering
     fits: tuple[CodLawFit, ...]
     kept: np.ndarray  # (n_clusters,) bool
     subset_mask: np.ndarray  # (n_items,) bool, the predictable subset
     subset_pred: np.ndarray  # (n_targets,) extrapolated subset accuracy; NaN if nothing kept
+    weights: np.ndarray  # (n_items,), sums to 1
 
-    def full_pred(self, P, anchor=None) -> np.ndarray:
-        """f(subset_pred) with f fitted on the small models' (subset, full) accuracies, P
-        (n_items, n_models), plus an anchor model's pass rates (n_items,) if given."""
+    @property
+    def predicted(self) -> bool:
+        """Whether COD kept a cluster (else it makes no prediction)."""
+        return bool(self.kept.any())
+
+    def subset_share(self) -> float:
+        """The predictable subset's share of the benchmark score (weighted items)."""
+        return float(self.weights[self.subset_mask].sum())
+
+    def full_pred(self, P, anchor=None, mapping: str = "monotone") -> np.ndarray:
+        """Map subset_pred to the full set with a map fitted on the small models' (subset,
+        full) accuracies, P (n_items, n_models), plus an anchor's pass rates (n_items,) if
+        given; `mapping` picks COD's map or a rival (`apply_mapping`). NaN if nothing kept."""
         P = validate.array("P", P, ndim=2, low=0.0, high=1.0)
         if P.shape[0] != len(self.subset_mask):
             raise ValueError(f"P has {P.shape[0]} items, the prediction {len(self.subset_mask)}")
-        if not self.kept.any():  # no predictable subset: COD makes no prediction
+        if not self.predicted:
             return np.full(len(self.subset_pred), np.nan)
-        xs, ys = P[self.subset_mask].mean(axis=0), P.mean(axis=0)
+        w, m = self.weights, self.subset_mask
+        xs, ys = w[m] @ P[m] / w[m].sum(), w @ P
         if anchor is not None:
             a = validate.array("anchor", anchor, low=0.0, high=1.0)
-            validate.same_length(anchor=a, subset_mask=self.subset_mask)
-            xs, ys = np.append(xs, a[self.subset_mask].mean()), np.append(ys, a.mean())
-        return fit_mapping(xs, ys)(self.subset_pred)
+            validate.same_length(anchor=a, subset_mask=m)
+            xs, ys = np.append(xs, w[m] @ a[m] / w[m].sum()), np.append(ys, w @ a)
+        return apply_mapping(xs, ys, np.clip(self.subset_pred, 0.0, 1.0), mapping)
 
 
-def predict_cod(P, C, C_target, seed: int = 0) -> CodPrediction:
+def _weights(weights, n: int) -> np.ndarray:
+    if weights is None:
+        return np.full(n, 1.0 / n)
+    w = validate.array("weights", weights, nonnegative=True)
+    if len(w) != n or w.sum() <= 0:
+        raise ValueError(f"weights must be {n} non-negative numbers with a positive sum")
+    return w / w.sum()
+
+
+def predict_cod(P, C, C_target, seed: int = 0, K: int = XU2025_K, weights=None) -> CodPrediction:
     """COD's stages 1-4. P: (n_items, n_models) small-model pass rates; C: (n_models,) compute.
 
     C and C_target must share one unit (we use C / C_1). Zero-performance items are dropped
-    before clustering (they stay in the full set); the subset prediction is the size-weighted
-    mean of the kept clusters' Eq. (4) laws at C_target.
+    before clustering (they stay in the full set); `extrapolate_clusters` does the rest.
+    weights: each item's share of the score (equal by default; real data may weight tasks).
     """
     P = validate.array("P", P, ndim=2, low=0.0, high=1.0)
     C = validate.array("C", C, positive=True)
-    C_target = np.atleast_1d(validate.array("C_target", C_target, ndim=None, positive=True))
+    validate.array("C_target", C_target, ndim=None, positive=True)
     seed = validate.integer("seed", seed, minimum=0)
     if P.shape[1] != len(C):
         raise ValueError(f"P has {P.shape[1]} models but C has {len(C)}; pass one C per model")
     active = np.flatnonzero(P.max(axis=1) > 0)
-    cl = improved_meanshift(P[active], seed=seed)
+    cl = improved_meanshift(P[active], K=K, seed=seed)
     labels = np.full(len(P), -1)
     labels[active] = cl.labels
     clustering = Clustering(labels, cl.bandwidth, cl.centers, cl.rounds)
-    fits = tuple(fit_cod_law(C, P[labels == k].mean(axis=0)) for k in range(cl.n_clusters))
-    kept = np.array([f.extrapolatable for f in fits], dtype=bool)
-    subset = np.isin(labels, np.flatnonzero(kept))
+    return extrapolate_clusters(P, C, C_target, clustering, weights=weights)
+
+
+def extrapolate_clusters(P, C, C_target, clustering: Clustering, weights=None,
+                         rule: bool = True) -> CodPrediction:  # fmt: skip
+    """COD's stages 2-4 for given clusters: fit Eq. (4) to each cluster's mean pass rate, keep
+    the extrapolatable ones (`rule=False` keeps all) and average their laws at C_target by
+    weight. P: (n_items, n_models); labels -1 are unclustered."""
+    P = validate.array("P", P, ndim=2, low=0.0, high=1.0)
+    C = validate.array("C", C, positive=True)
+    C_target = np.atleast_1d(validate.array("C_target", C_target, ndim=None, positive=True))
+    labels, k = clustering.labels, clustering.n_clusters
+    if labels.shape != (len(P),) or (k and labels.max() >= k):
+        raise ValueError(f"clustering must label the {len(P)} items with -1..{k - 1}")
+    w = _weights(weights, len(P))
+    sizes = np.array([w[labels == j].sum() for j in range(k)])
+    fits = tuple(fit_cod_law(C, w[labels == j] @ P[labels == j] / sizes[j]) for j in range(k))
+    kept = np.array([f.extrapolatable or not rule for f in fits], dtype=bool)
     pred = np.full(len(C_target), np.nan)
     if kept.any():
-        sizes = np.array([np.sum(labels == k) for k in np.flatnonzero(kept)])
-        laws = np.array([fits[k].predict(C_target) for k in np.flatnonzero(kept)])
-        pred = sizes @ laws / sizes.sum()
-    return CodPrediction(clustering, fits, kept, subset, pred)
+        laws = np.array([fits[j].predict(C_target) for j in np.flatnonzero(kept)])
+        pred = sizes[kept] @ laws / sizes[kept].sum()
+    return CodPrediction(clustering, fits, kept, np.isin(labels, np.flatnonzero(kept)), pred, w)
+
+
+def random_clusters(clustering: Clustering, active, seed: int) -> Clustering:
+    """The negative control of clustering on difficulty: the same cluster sizes and the same
+    number of unclustered items, but the labels shuffled at random among the active items."""
+    active = np.asarray(active, dtype=bool)
+    if active.shape != clustering.labels.shape:
+        raise ValueError(f"active must be {clustering.labels.shape[0]} booleans, one per item")
+    labels = clustering.labels.copy()
+    rng = np.random.default_rng(validate.integer("seed", seed, minimum=0))
+    labels[active] = rng.permutation(labels[active])
+    return Clustering(labels, clustering.bandwidth, clustering.centers, 0)
+
+
+def one_group(active) -> Clustering:
+    """No clustering: every active item in one group (the rival "same pipeline, no clusters")."""
+    active = np.asarray(active, dtype=bool)
+    return Clustering(np.where(active, 0, -1), np.nan, np.zeros((1, 0)), 0)
 
 
 # ----------------------------------------------------------------------------- baselines
@@ -381,211 +465,99 @@ def fit_error_vs_loss(L, err) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- toy benchmark
-@dataclass(frozen=True)
-class FactBenchmark:
-    """Fact recall: item (subject, relation) -> answer of ell value tokens, trained with Zipf
-    frequency. answer and key: (n_items, ell_max) value ids (0..n_values-1), -1 past ell; key
-    differs from answer on mislabelled items (a broken benchmark item)."""
+ITEM_KINDS = ("smooth", "emergent", "noisy", "broken")
 
-    subject: np.ndarray  # (n_items,) in 0..n_subjects-1
-    relation: np.ndarray  # (n_items,) in 0..n_relations-1
-    answer: np.ndarray  # as trained
-    key: np.ndarray  # as scored
-    freq: np.ndarray  # (n_items,) training probability of each item
-    mislabelled: np.ndarray  # (n_items,) bool
-    n_subjects: int
-    n_relations: int
-    n_values: int
+
+@dataclass(frozen=True)
+class WorldConfig:
+    """How a toy benchmark's items scale (`make_item_world`); compute as log10(C / C_1)."""
+
+    fractions: tuple[float, float, float, float]  # of smooth, emergent, noisy, broken items
+    log_threshold: tuple[float, float]  # log10 C* ~ U(range): pass rate e^-gamma / 2 at C*
+    smooth_beta: tuple[float, float]  # exponent of a smooth item's answer loss ~ U(range)
+    emergent_beta: tuple[float, float]  # exponent of an emergent (steep) item's ~ U(range)
+    gamma_max: float  # irreducible answer loss ~ U(0, gamma_max): ceiling e^-gamma
+    noisy_logit: tuple[float, float]  # mean logit of a noisy item's pass rate ~ U(range)
+    noisy_sd: float  # SD of a noisy item's logit from model to model (no trend in C)
+    item_noise: float  # SD (decades) of an item's threshold from model to model
+    model_noise: float  # SD (decades) of a model's effective compute
+    family_noise: float  # SD (decades) of an item's threshold between model families
+    loss: tuple[float, float, float]  # validation loss E + A C_eff^-alpha (nats/token)
+    loss_noise: float  # SD of a measured validation loss (nats/token)
+
+
+@dataclass(frozen=True)
+class ItemWorld:
+    """A toy benchmark: each item's kind (index into ITEM_KINDS) and scaling parameters."""
+
+    config: WorldConfig
+    kind: np.ndarray  # (n_items,)
+    log_threshold: np.ndarray  # (n_items,) log10 C*
+    beta: np.ndarray  # (n_items,) exponent of the answer loss
+    gamma: np.ndarray  # (n_items,) irreducible answer loss
+    noisy_logit: np.ndarray  # (n_items,) mean logit (noisy items only)
 
     @property
     def n_items(self) -> int:
-        return len(self.answer)
-
-    @property
-    def ell(self) -> np.ndarray:
-        """Answer length of each item, in tokens."""
-        return (self.answer >= 0).sum(axis=1)
+        return len(self.kind)
 
 
-def make_fact_benchmark(
-    n_subjects: int, n_relations: int, n_values: int, ell_max: int, zipf: float,
-    mislabel_frac: float, seed: int, typicality: float = 0.0,
-) -> FactBenchmark:  # fmt: skip
-    """All n_subjects * n_relations facts, 1..ell_max random value tokens each, Zipf frequency.
-
-    Item i of random rank r_i has training probability proportional to r_i^-zipf. Each
-    (relation, answer position) draws its values from its own prior p(v) ~ rank(v)^-typicality
-    (0: uniform), so some answers are typical and easy to guess. A fraction mislabel_frac of
-    items is scored against a key that differs from the trained answer at every position.
-    """
-    n_subjects = validate.integer("n_subjects", n_subjects, minimum=1)
-    n_relations = validate.integer("n_relations", n_relations, minimum=1)
-    n_values = validate.integer("n_values", n_values, minimum=2)
-    ell_max = validate.integer("ell_max", ell_max, minimum=1)
-    zipf = validate.real("zipf", zipf, low=0.0)
-    mislabel_frac = validate.real("mislabel_frac", mislabel_frac, low=0.0, high=1.0, high_open=True)
+def make_item_world(n_items: int, config: WorldConfig, seed: int) -> ItemWorld:
+    """Draw n_items items: kinds with config.fractions, then each kind's parameters."""
+    n = validate.integer("n_items", n_items, minimum=1)
+    if not isinstance(config, WorldConfig):
+        raise TypeError(f"config must be a WorldConfig, got {type(config).__name__}")
+    frac = validate.array("config.fractions", config.fractions, nonnegative=True)
+    if len(frac) != len(ITEM_KINDS) or not np.isclose(frac.sum(), 1.0):
+        raise ValueError(f"config.fractions must be 4 shares summing to 1, got {frac}")
     rng = np.random.default_rng(validate.integer("seed", seed, minimum=0))
-    n = n_subjects * n_relations
-    ell = rng.integers(1, ell_max + 1, n)
-    used = np.arange(ell_max)[None, :] < ell[:, None]  # (n, ell_max)
-    subject, relation = np.divmod(np.arange(n), n_relations)
-    ranks = np.tile(np.arange(1.0, n_values + 1), (n_relations, ell_max, 1))
-    prior = rng.permuted(ranks, axis=-1) ** -validate.real("typicality", typicality, low=0.0)
-    prior /= prior.sum(-1, keepdims=True)  # (n_relations, ell_max, n_values)
-    cdf = prior.cumsum(-1)[relation]  # (n, ell_max, n_values)
-    drawn = np.minimum((rng.random((n, ell_max, 1)) > cdf).sum(-1), n_values - 1)
-    answer = np.where(used, drawn, -1)
-    mislabelled = rng.random(n) < mislabel_frac
-    wrong = (answer + rng.integers(1, n_values, (n, ell_max))) % n_values  # never the answer
-    key = np.where(used & mislabelled[:, None], wrong, answer)
-    freq = (rng.permutation(n) + 1.0) ** -zipf
-    return FactBenchmark(subject, relation, answer, key, freq / freq.sum(), mislabelled, n_subjects,
-                         n_relations, n_values)  # fmt: skip
+    kind = rng.choice(len(ITEM_KINDS), size=n, p=frac)
+    beta = np.where(kind == 1, rng.uniform(*config.emergent_beta, n),
+                    rng.uniform(*config.smooth_beta, n))  # fmt: skip
+    threshold, gamma = rng.uniform(*config.log_threshold, n), rng.uniform(0, config.gamma_max, n)
+    return ItemWorld(config, kind, threshold, beta, gamma, rng.uniform(*config.noisy_logit, n))
 
 
 @dataclass(frozen=True)
-class FactModel:
-    """One trained model: width, depth, parameters N, training compute C = 6 N D (D: examples
-    seen), the exact pass rate of every item P (n_items,) = exp(-answer NLL of its key), and
-    the population loss L on the trained answers (nats per answer token)."""
+class ToyModel:
+    """One model of the toy world: compute C (units of C_1), the exact pass rate of every item
+    P (n_items,) and its validation loss L (nats/token)."""
 
-    width: int
-    depth: int
-    N: int
     C: float
     P: np.ndarray
     L: float
 
 
-def _init_params(seeds: list[int], sizes: list[tuple[int, int]], n_inputs: int) -> list:
-    """Stacked parameters of one network per seed: an embedding (n_inputs, width) ~ N(0, 1),
-    then per layer W (fan_in, fan_out) and b (1, fan_out) ~ U(+-1/sqrt(fan_in)) (torch.nn's
-    default initialisation), each network drawn from its own seed and the shape."""
-    import torch
+def evaluate_model(world: ItemWorld, log_C: float, seed: int, family=None) -> ToyModel:
+    """A model trained with compute 10^log_C (units of C_1) in `world`, with its own noise.
 
-    nets = []
-    for seed in seeds:
-        state = np.random.SeedSequence([seed, *np.ravel(sizes)]).generate_state(1, np.uint64)[0]
-        gen = torch.Generator().manual_seed(int(state >> np.uint64(1)))
-        net = [torch.randn(n_inputs, sizes[0][0], generator=gen)]
-        for fan_in, fan_out in sizes:
-            for shape in ((fan_in, fan_out), (1, fan_out)):
-                net.append((2 * torch.rand(*shape, generator=gen) - 1) * fan_in**-0.5)
-        nets.append(net)
-    return [torch.stack(group).requires_grad_() for group in zip(*nets, strict=True)]
-
-
-def _logits(params: list, s, r, n_subjects: int):
-    """Logits (n_models, B, ell_max * n_values) of subjects s and relations r, (n_models, B)
-    each: embed both (summed), GELU layers, a linear head with one block per answer position."""
-    import torch
-    import torch.nn.functional as F
-
-    models = torch.arange(len(s))[:, None]
-    h = params[0][models, s] + params[0][models, r + n_subjects]
-    layers = list(zip(params[1::2], params[2::2], strict=True))
-    for W, b in layers[:-1]:
-        h = F.gelu(torch.baddbmm(b, h, W))
-    W, b = layers[-1]
-    return torch.baddbmm(b, h, W)
-
-
-def _answer_nll(logits, target):
-    """Per-item answer NLL (nats, summed over answer positions) of `target` (..., ell_max);
-    logits (..., ell_max * n_values). Positions past the answer (-1) count 0."""
-    import torch.nn.functional as F
-
-    flat = logits.reshape(target.numel(), -1)
-    token = F.cross_entropy(flat, target.reshape(-1), ignore_index=-1, reduction="none")
-    return token.view(target.shape).sum(dim=-1)
-
-
-def train_fact_models(
-    benches: list[FactBenchmark], width: int, depth: int, tokens_per_param: float,
-    seeds: list[int], lr: float = 4e-2, batch_size: int = 1024,
-) -> list[FactModel]:  # fmt: skip
-    """Train one network of a shape on each benchmark (independent weights, data and seeds).
-
-    Network: subject and relation embeddings of size `width` (summed), `depth` GELU layers of
-    4 x width, one linear head per answer position. AdamW (no weight decay), 5% linear
-    warm-up then cosine decay to 0.1 lr, D = tokens_per_param * N examples drawn with the
-    items' frequencies; seeds[k] fixes the data stream of benches[k] (the same for every
-    shape: one corpus, read further by larger models) and, with the shape, the initialisation.
-    The models train side by side as batched matrix products: they are so small that a step
-    costs mostly per-call overhead, and batching them halves the CPU time.
+    Smooth and emergent items: Theorem 1's answer loss L = ln2 (C_eff / C*)^-beta + gamma and
+    pass rate e^-L, with the model's effective compute C_eff (model_noise) and each item's
+    threshold C* shifted per model (item_noise) and per family (`family`: (n_items,) decades,
+    from `family_offsets`; None for the main family). Noisy items: a logistic pass rate that
+    wobbles around its mean logit with no trend. Broken items: 0.
     """
-    import torch
-
-    benches, seeds = _check_family(benches, seeds)
-    width = validate.integer("width", width, minimum=1)
-    depth = validate.integer("depth", depth, minimum=1)
-    ratio = validate.real("tokens_per_param", tokens_per_param, low=0, low_open=True)
-    lr = validate.real("lr", lr, low=0, high=1, low_open=True)
-    batch_size = validate.integer("batch_size", batch_size, minimum=1)
-    b0 = benches[0]
-    sizes = [(width, 4 * width)] + [(4 * width, 4 * width)] * (depth - 1)
-    sizes.append((4 * width, b0.answer.shape[1] * b0.n_values))
-    params = _init_params(seeds, sizes, b0.n_subjects + b0.n_relations)
-    N = sum(p[0].numel() for p in params)
-    steps = max(20, round(ratio * N / batch_size))
-    batches, subject, relation, answer, key = _stacked_data(benches, seeds, steps, batch_size)
-    take = torch.arange(len(benches))[:, None]
-    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
-    for step in range(1, steps + 1):
-        i = batches[:, step - 1]  # (R, B) item ids
-        logits = _logits(params, subject[take, i], relation[take, i], b0.n_subjects)
-        target = answer[take, i]
-        # each model's own mean loss per answer token; their sum keeps the models independent
-        loss = (_answer_nll(logits, target).sum(1) / (target >= 0).sum((1, 2))).sum()
-        for group in opt.param_groups:
-            group["lr"] = lr * _schedule(step, steps, max(1, steps // 20))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-    with torch.no_grad():
-        logits = _logits(params, subject, relation, b0.n_subjects)
-        P = torch.exp(-_answer_nll(logits, key)).numpy().astype(float)  # (R, n_items)
-        nll = _answer_nll(logits, answer).numpy().astype(float)
-    C = 6.0 * N * steps * batch_size
-    return [FactModel(width, depth, N, C, P[k], float(b.freq @ nll[k] / (b.freq @ b.ell)))
-            for k, b in enumerate(benches)]  # fmt: skip
+    if not isinstance(world, ItemWorld):
+        raise TypeError(f"world must be an ItemWorld, got {type(world).__name__}")
+    log_C = validate.real("log_C", log_C)
+    rng = np.random.default_rng(validate.integer("seed", seed, minimum=0))
+    cfg, n = world.config, world.n_items
+    shift = np.zeros(n) if family is None else validate.array("family", family)
+    validate.same_length(family=shift, items=world.kind)
+    lc = log_C + cfg.model_noise * rng.normal()
+    t = world.log_threshold + shift + cfg.item_noise * rng.normal(size=n)
+    answer_loss = np.log(2) * 10.0 ** np.minimum(-world.beta * (lc - t), 3.0) + world.gamma
+    noisy = 1 / (1 + np.exp(-(world.noisy_logit + cfg.noisy_sd * rng.normal(size=n))))
+    P = np.select([world.kind <= 1, world.kind == 2], [np.exp(-answer_loss), noisy], 0.0)
+    E, A, alpha = cfg.loss
+    L = E + A * 10.0 ** (-alpha * lc) + cfg.loss_noise * rng.normal()
+    return ToyModel(float(10.0**log_C), P, float(L))
 
 
-def _stacked_data(benches: list[FactBenchmark], seeds: list[int], steps: int, batch_size: int):
-    """Tensors for side-by-side training: item ids of every step's batch (R, steps, B), drawn
-    with each benchmark's frequencies from its seed, and subject, relation, answer and key
-    stacked over the benchmarks."""
-    import torch
-
-    batches = np.stack([
-        np.random.default_rng(seed).choice(b.n_items, size=(steps, batch_size), p=b.freq)
-        for b, seed in zip(benches, seeds, strict=True)])  # fmt: skip
-    fields = [
-        np.stack([getattr(b, f) for b in benches]) for f in ("subject", "relation", "answer", "key")
-    ]
-    return (torch.from_numpy(batches), *map(torch.from_numpy, fields))
-
-
-def _schedule(step: int, steps: int, warmup: int) -> float:
-    """Learning-rate multiplier at `step` (1-based): linear warm-up, then cosine decay to 0.1."""
-    if step <= warmup:
-        return step / warmup
-    return 0.1 + 0.45 * (1 + np.cos(np.pi * (step - warmup) / max(1, steps - warmup)))
-
-
-def _check_family(benches, seeds) -> tuple[list[FactBenchmark], list[int]]:
-    """Validate a list of same-shaped benchmarks and one seed per benchmark."""
-    if not isinstance(benches, list | tuple) or not benches:
-        raise TypeError(f"benches must be a non-empty list of FactBenchmark, got {benches!r:.60}")
-    if not all(isinstance(b, FactBenchmark) for b in benches):
-        raise TypeError("benches must hold FactBenchmark objects (make_fact_benchmark)")
-    shape = {(b.n_subjects, b.n_relations, b.n_values, b.answer.shape) for b in benches}
-    if len(shape) > 1:
-        raise ValueError(f"benches must share one shape, got {sorted(shape)}")
-    if not isinstance(seeds, list | tuple) or len(seeds) != len(benches):
-        raise ValueError(f"seeds must be a list with one seed per benchmark ({len(benches)})")
-    seeds = [validate.integer(f"seeds[{k}]", s, minimum=0) for k, s in enumerate(seeds)]
-    return list(benches), seeds
+def family_offsets(world: ItemWorld, seed: int) -> np.ndarray:
+    """Per-item threshold offsets (decades) of another model family, (n_items,)."""
+    rng = np.random.default_rng(validate.integer("seed", seed, minimum=0))
+    return world.config.family_noise * rng.normal(size=world.n_items)
 
 
 def sampled_pass_rates(P, n_samples: int, seed: int) -> np.ndarray:
@@ -597,67 +569,136 @@ def sampled_pass_rates(P, n_samples: int, seed: int) -> np.ndarray:
     return rng.binomial(n_samples, P) / n_samples
 
 
+# ----------------------------------------------------------------------------- comparison
+@dataclass(frozen=True)
+class Anchor:
+    """A model of another family that every method may use: its pass rates P (n_items,), its
+    compute C (units of C_1; below the target's) and its validation loss L (None: unknown)."""
+
+    P: np.ndarray
+    C: float
+    L: float | None = None
+
+
 @dataclass(frozen=True)
 class Comparison:
-    """Every method's predicted full-set accuracy at each target, the truth, and COD's run."""
+    """Every method's predicted score at the target, the truth, and COD's runs behind them:
+    `cod` on its clusters, `control` on the same clusters shuffled at random."""
 
-    truth: np.ndarray  # (n_targets,) expected accuracy (mean exact pass rate)
-    pred: dict[str, np.ndarray]  # method -> (n_targets,)
+    truth: float
+    pred: dict[str, float]
     cod: CodPrediction
-    features: np.ndarray  # (n_items, n_small) sampled pass rates COD clustered
-    subset_truth: np.ndarray  # (n_targets,) true accuracy of COD's subset (all items if none)
-    direct: CodLawFit  # the direct Eq. (4) fit of the whole benchmark
-    cod_predicted: bool  # False: COD kept no cluster and fell back to the last small model
+    control: CodPrediction | None  # None when the comparison ran without it
+    target_P: np.ndarray  # (n_items,) the target's per-item scores
 
-    def abs_error_pp(self, method: str) -> np.ndarray:
-        """|predicted - true| in percentage points, (n_targets,)."""
-        return 100 * np.abs(self.pred[validate.choice("method", method, self.pred)] - self.truth)
+    def abs_error_pp(self, method: str) -> float:
+        """|predicted - true| score at the target, in percentage points."""
+        return 100 * abs(self.pred[validate.choice("method", method, self.pred)] - self.truth)
+
+    def subset_error_pp(self, run: str = "cod") -> float:
+        """EE: a run's extrapolated subset score minus the target's true score on that subset
+        (pp); NaN when the run kept no cluster."""
+        r = {"cod": self.cod, "control": self.control}[
+            validate.choice("run", run, ("cod", "control"))
+        ]
+        if r is None or not r.predicted:
+            return float("nan")
+        w, m = r.weights, r.subset_mask
+        return float(100 * (r.subset_pred[0] - w[m] @ self.target_P[m] / w[m].sum()))
 
 
-def compare_methods(
-    small: list[FactModel], targets: list[FactModel], anchor: FactModel, n_samples: int,
-    seed: int,
-) -> Comparison:  # fmt: skip
-    """Predict the targets' accuracy from the small models with COD, the direct Eq. (4) fit
-    and the loss route, each also given the anchor (another family's model): COD adds it to
-    its mapping, the direct fit to its points, the loss route to its accuracy-vs-loss fit.
+def _or(x: np.ndarray, fallback: float) -> float:
+    """A prediction, or the fallback (the largest small model's score) where it is NaN."""
+    return float(fallback if np.isnan(x[0]) else x[0])
 
-    Features and observed accuracies are `sampled_pass_rates`; compute is in units of the
-    smallest model's. "COD, no mapping" takes the subset accuracy for the full set's. A COD
-    that keeps no cluster predicts nothing; it then falls back to the last small model's
-    accuracy (no extrapolation) and `cod_predicted` is False.
+
+def compare_methods(P, C, C_target: float, target_P, *, L=None, anchor: Anchor | None = None,
+                    weights=None, seed: int = 0, K: int = XU2025_K,
+                    control: bool = True) -> Comparison:  # fmt: skip
+    """Predict the target's score from the small models with COD and its rivals.
+
+    P: (n_items, n_small) small models' pass rates; C: (n_small,) compute; target_P: the
+    target's true per-item scores; L: (n_small,) validation losses (None: no loss route).
+    Methods: COD (its monotone map, or a linear or isotonic one), the direct Eq. (4) fit, the
+    loss route, "no clustering" (one group of all active items, no filter, COD's map), and the
+    negative control "random clusters" (COD's clusters shuffled; `control=False` skips it);
+    each also with the anchor, which may sit nowhere at or above the target's compute. A run
+    that keeps no cluster falls back to the largest small model's score ("carry over").
     """
-    for name, models in (("small", small), ("targets", targets)):
-        if not isinstance(models, list | tuple) or not models:
-            raise TypeError(f"{name} must be a non-empty list of FactModel")
-        if not all(isinstance(m, FactModel) for m in models):
-            raise TypeError(f"{name} must hold FactModel objects (train_fact_models)")
-    if not isinstance(anchor, FactModel):
-        raise TypeError(f"anchor must be a FactModel, got {type(anchor).__name__}")
-    if len(small) < 4:
-        raise ValueError(f"small needs >= 4 models to fit Eq. (4), got {len(small)}")
-    rng = np.random.SeedSequence(validate.integer("seed", seed, minimum=0)).generate_state(2)
-    P = sampled_pass_rates(np.column_stack([m.P for m in small]), n_samples, int(rng[0]))
-    P_a = sampled_pass_rates(anchor.P, n_samples, int(rng[1]))
-    C, L = np.array([m.C for m in small]) / small[0].C, np.array([m.L for m in small])
-    C_t, C_a = np.array([m.C for m in targets]) / small[0].C, anchor.C / small[0].C
-    acc, truth = P.mean(axis=0), np.array([m.P.mean() for m in targets])
-    cod = predict_cod(P, C, C_t, seed=int(rng[0]) % 2**31)
-    flat = np.full(len(targets), acc[-1])
-    direct = fit_cod_law(C, acc)
-    with_anchor = fit_cod_law(np.append(C, C_a), np.append(acc, P_a.mean()))
-    pred = {
-        "COD": cod.full_pred(P) if cod.kept.any() else flat,
-        "COD + anchor": cod.full_pred(P, anchor=P_a) if cod.kept.any() else flat,
-        "COD, no mapping": cod.subset_pred if cod.kept.any() else flat,
-        "direct fit": direct.predict(C_t),
-        "direct fit + anchor": with_anchor.predict(C_t),
-        "loss route": loss_route(C, L, acc, C_t),
-        "loss route + anchor": loss_route(C, L, acc, C_t, anchor=(anchor.L, P_a.mean())),
-    }  # fmt: skip
-    # without a subset, the fallback predicts the whole benchmark: its "subset" is everything
-    subset = np.array([m.P[cod.subset_mask].mean() for m in targets]) if cod.kept.any() else truth
-    return Comparison(truth, pred, cod, P, subset, direct, bool(cod.kept.any()))
+    P = validate.array("P", P, ndim=2, low=0.0, high=1.0)
+    C = validate.array("C", C, positive=True)
+    C_target = validate.real("C_target", C_target, low=0.0, low_open=True)
+    seen = [*C, *([] if anchor is None else [anchor.C])]
+    if max(seen) >= C_target:
+        raise ValueError(f"a model with C = {max(seen):g} >= C_target = {C_target:g} leaks the "
+                         "answer: fit on models smaller than the target")  # fmt: skip
+    w = _weights(weights, len(P))
+    target_P = validate.array("target_P", target_P, low=0.0, high=1.0)
+    acc, active = w @ P, P.max(axis=1) > 0
+    cod = predict_cod(P, C, [C_target], seed=seed, K=K, weights=w)
+    shuffled = random_clusters(cod.clustering, active, seed)
+    negative = extrapolate_clusters(P, C, [C_target], shuffled, w) if control else None
+    alone = extrapolate_clusters(P, C, [C_target], one_group(active), w, rule=False)
+    pred = {"carry over": float(acc[-1])}
+    for suffix, a in (("", None), (" + anchor", anchor)):
+        P_a = None if a is None else a.P
+        for name, run in (("COD", cod), ("random clusters", negative)):
+            if run is None:
+                continue
+            for how, label in (("monotone", ""), ("linear", ", linear map"),
+                               ("isotonic", ", isotonic map")):  # fmt: skip
+                pred[name + label + suffix] = _or(run.full_pred(P, P_a, how), acc[-1])
+        pred["no clustering" + suffix] = _or(alone.full_pred(P, P_a), acc[-1])
+        xs, ys = (C, acc) if a is None else (np.append(C, a.C), np.append(acc, w @ a.P))
+        pred["direct fit" + suffix] = float(fit_cod_law(xs, ys).predict([C_target])[0])
+        if L is not None:
+            extra = None if a is None or a.L is None else (a.L, float(w @ a.P))
+            pred["loss route" + suffix] = float(loss_route(C, L, acc, [C_target], extra)[0])
+    pred["COD, no mapping"] = _or(cod.subset_pred, acc[-1])
+    return Comparison(float(w @ target_P), pred, cod, negative, target_P)
+
+
+@dataclass(frozen=True)
+class ToyRun:
+    """One replicate of the toy: its world, the models' exact pass rates, the sampled
+    features the methods saw, and their comparison at the target."""
+
+    world: ItemWorld
+    small: tuple[ToyModel, ...]
+    target: ToyModel
+    anchor: ToyModel  # another family, below the target's compute
+    replica: ToyModel  # a second model at the largest small compute (item consistency)
+    features: np.ndarray  # (n_items, n_small) sampled pass rates
+    comparison: Comparison
+
+
+def run_toy(config: WorldConfig, n_items: int, log_C, log_C_target: float, log_C_anchor: float,
+            n_samples: int, seed: int) -> ToyRun:  # fmt: skip
+    """Draw a world and a model family from `seed`, and compare the methods on it.
+
+    log_C: (n_small,) log10 compute of the small models (units of C_1); the target and the
+    anchor (another family, `family_offsets`) sit at log_C_target and log_C_anchor. Every
+    model, the sampling and COD's seed come from their own child of `seed`.
+    """
+    log_C = validate.array("log_C", log_C, min_size=4)
+    state = np.random.SeedSequence(validate.integer("seed", seed, minimum=0)).generate_state(
+        len(log_C) + 6
+    )
+    world = make_item_world(n_items, config, int(state[0]))
+    small = tuple(evaluate_model(world, lc, int(s)) for lc, s in zip(log_C, state[6:], strict=True))
+    target = evaluate_model(world, log_C_target, int(state[1]))
+    family = family_offsets(world, int(state[2]))
+    anchor = evaluate_model(world, log_C_anchor, int(state[3]), family=family)
+    replica = evaluate_model(world, log_C[-1], int(state[4]))
+    draws = np.random.SeedSequence(int(state[5])).generate_state(3)
+    P = sampled_pass_rates(np.column_stack([m.P for m in small]), n_samples, int(draws[0]))
+    P_a = sampled_pass_rates(anchor.P, n_samples, int(draws[1]))
+    C = np.array([m.C for m in small]) / small[0].C
+    comparison = compare_methods(
+        P, C, target.C / small[0].C, target.P, L=[m.L for m in small],
+        anchor=Anchor(P_a, anchor.C / small[0].C, anchor.L), seed=int(draws[2]) % 2**31,
+    )  # fmt: skip
+    return ToyRun(world, small, target, anchor, replica, P, comparison)
 
 
 def silhouette_vs_shuffled(X, labels, seed: int = 0) -> tuple[float, float]:
@@ -685,26 +726,3 @@ def silhouette_vs_shuffled(X, labels, seed: int = 0) -> tuple[float, float]:
     return float(silhouette_score(X[on], labels[on])), float(
         silhouette_score(shuffled, control.labels_)
     )
-
-
-def gadre_task_cod(runs, small: list[str], targets: list[str], tasks: list[str]) -> CodPrediction:
-    """COD with Gadre et al.'s tasks as its items: features are the tasks' accuracies
-    (1 - err_<task>) over the `small` runs ordered by C = 6 N D (units of the smallest run's).
-
-    runs: their table indexed by run name, with flops_6ND and err_<task> columns.
-    """
-    import pandas as pd
-
-    if not isinstance(runs, pd.DataFrame):
-        raise TypeError(f"runs must be a pandas DataFrame, got {type(runs).__name__}")
-    missing = [n for n in [*small, *targets] if n not in runs.index]
-    missing += [f"err_{t}" for t in tasks if f"err_{t}" not in runs.columns]
-    if missing or not small or not targets or not tasks:
-        raise ValueError(
-            f"small, targets and tasks must be non-empty and in runs; missing {missing}"
-        )
-    sm = runs.loc[small].sort_values("flops_6ND")
-    C = sm["flops_6ND"].to_numpy(dtype=float)
-    C_t = runs.loc[targets, "flops_6ND"].to_numpy(dtype=float) / C[0]
-    P = 1 - sm[[f"err_{t}" for t in tasks]].to_numpy(dtype=float).T  # (n_tasks, n_small)
-    return predict_cod(np.clip(P, 0.0, 1.0), C / C[0], C_t)

@@ -1,7 +1,6 @@
-"""lib.cod: Eq. (4), MeanShift, Lemma 1, the mapping, the pipeline, the toy family, bad input."""
+"""lib.cod: Eq. (4), MeanShift, Lemma 1, the maps, the pipeline and rivals, the toy, bad input."""
 
 import numpy as np
-import pandas as pd
 import pytest
 from sklearn.cluster import MeanShift
 
@@ -88,75 +87,112 @@ def test_mapping_is_monotone_and_pinned():
     assert f([0.2])[0] == pytest.approx(0.1)
 
 
+def test_rival_maps_on_known_points():
+    xs, ys = [0.2, 0.4, 0.6], [0.1, 0.3, 0.5]  # full = subset - 0.1 on the small models
+    assert cod.apply_mapping(xs, ys, [0.8], "linear")[0] == pytest.approx(0.7)
+    assert cod.apply_mapping(xs, ys, [0.8], "isotonic")[0] == pytest.approx(0.5)  # flat beyond
+    assert cod.apply_mapping(xs, ys, [1.0], "monotone")[0] == pytest.approx(1.0)  # pinned
+    assert cod.apply_mapping(xs, ys, [0.4], "monotone")[0] == pytest.approx(0.3)
+    assert cod.apply_mapping(xs, [0.9, 0.95, 1.0], [1.0], "linear")[0] == 1.0  # clipped
+
+
+def planted_clusters(C: np.ndarray) -> np.ndarray:
+    """80 items on two Eq. (4) curves (40 each, tiny noise) and 10 zero-performance items."""
+    easy, hard = cod.cod_law(C, 0, 2.0, 1.0, 0.1), cod.cod_law(C, 0, 6.0, 1.0, 0.2)
+    P = np.concatenate([np.tile(easy, (40, 1)), np.tile(hard, (40, 1)), np.zeros((10, len(C)))])
+    P = np.clip(P + np.random.default_rng(2).normal(0, 0.005, P.shape), 0, 1)
+    P[-10:] = 0.0
+    return P
+
+
 def test_predict_cod_on_planted_clusters():
     C = np.geomspace(1, 16, 7)
-    easy, hard = cod.cod_law(C, 0, 2.0, 1.0, 0.1), cod.cod_law(C, 0, 6.0, 1.0, 0.2)
-    P = np.concatenate([np.tile(easy, (40, 1)), np.tile(hard, (40, 1)), np.zeros((10, 7))])
-    P = np.clip(P + np.random.default_rng(2).normal(0, 0.005, P.shape), 0, 1)
-    P[-10:] = 0.0  # zero-performance items are dropped before clustering
+    P = planted_clusters(C)
     res = cod.predict_cod(P, C, [64.0])
     assert res.kept.sum() == 2 and not res.subset_mask[-10:].any()
+    assert 0.5 < res.subset_share() <= 80 / 90  # members farther than R stay unclustered
     want = (cod.cod_law([64.0], 0, 2, 1, 0.1) + cod.cod_law([64.0], 0, 6, 1, 0.2))[0] / 2
     assert res.subset_pred[0] == pytest.approx(want, abs=0.02)
     # the mapping through the small models' (subset, full) points: 80 of 90 items in the subset
     assert res.full_pred(P)[0] == pytest.approx(want * 80 / 90, abs=0.03)
+    # weights: the hard items count three times; the subset law leans towards them
+    w = np.r_[np.ones(40), 3 * np.ones(40), np.ones(10)]
+    heavy = cod.predict_cod(P, C, [64.0], weights=w)
+    assert heavy.subset_pred[0] == pytest.approx(
+        (cod.cod_law([64.0], 0, 2, 1, 0.1) + 3 * cod.cod_law([64.0], 0, 6, 1, 0.2))[0] / 4,
+        abs=0.02,
+    )
 
 
-def planted_family(n_small: int = 7) -> tuple[list, list, cod.FactModel]:
-    """FactModels whose pass rates follow Eq. (4) in two planted clusters, L a power law."""
-    C = np.geomspace(1.0, 64.0, n_small + 2)  # the last two: target and anchor
-    easy, hard = cod.cod_law(C, 0.0, 2.0, 1.0, 0.1), cod.cod_law(C, 0.0, 8.0, 1.2, 0.2)
-    P = np.concatenate([np.tile(easy, (200, 1)), np.tile(hard, (200, 1))])
-    models = [cod.FactModel(8, 1, 100, float(c), P[:, i], float(0.2 + 2 * c**-0.5))
-              for i, c in enumerate(C)]  # fmt: skip
-    return models[:n_small], [models[n_small]], models[n_small + 1]
+def test_random_clusters_and_one_group_keep_the_shapes():
+    C = np.geomspace(1, 16, 7)
+    P = planted_clusters(C)
+    res = cod.predict_cod(P, C, [64.0])
+    active = P.max(axis=1) > 0
+    shuffled = cod.random_clusters(res.clustering, active, seed=0)
+    assert np.all(shuffled.labels[~active] == -1)
+    assert np.array_equal(np.bincount(shuffled.labels + 1), np.bincount(res.clustering.labels + 1))
+    assert not np.array_equal(shuffled.labels, res.clustering.labels)
+    one = cod.extrapolate_clusters(P, C, [64.0], cod.one_group(active), rule=False)
+    assert one.kept.tolist() == [True] and one.subset_mask.sum() == 80
 
 
-def test_compare_methods_on_a_planted_family():
-    small, target, anchor = planted_family()
-    r = cod.compare_methods(small, target, anchor, n_samples=100, seed=0)
-    # binomial noise of 100 samples splits the two curves into a few clusters, all regular
-    assert r.cod_predicted and r.cod.subset_mask.mean() > 0.5
-    assert r.abs_error_pp("COD")[0] < 2.0  # clean clusters: COD nails the target
-    assert r.abs_error_pp("COD, no mapping")[0] < 2.0
-    assert set(r.pred) >= {"direct fit + anchor", "loss route", "loss route + anchor"}
+def test_world_items_follow_theorem_1():
+    config = cod.WorldConfig((0.5, 0.2, 0.2, 0.1), (0.0, 2.0), (0.5, 0.5), (2.0, 2.0), 0.0,
+                             (-1.0, -1.0), 1.0, 0.0, 0.0, 0.3, (1.0, 2.0, 0.5), 0.0)  # fmt: skip
+    world = cod.make_item_world(4000, config, seed=0)
+    shares = np.bincount(world.kind, minlength=4) / 4000
+    assert shares == pytest.approx([0.5, 0.2, 0.2, 0.1], abs=0.03)
+    assert np.all(world.beta[world.kind == 1] == 2.0) and np.all(world.gamma == 0.0)
+    m = cod.evaluate_model(world, log_C=1.0, seed=1)
+    at_threshold = cod.evaluate_model(world, log_C=1.0, seed=1).P  # deterministic per seed
+    np.testing.assert_array_equal(m.P, at_threshold)
+    growing = world.kind <= 1  # no noise: p = exp(-ln2 10^(-beta (logC - logC*)))
+    want = np.exp(-np.log(2) * 10.0 ** (-world.beta * (1.0 - world.log_threshold)))
+    np.testing.assert_allclose(m.P[growing], want[growing], rtol=1e-12)
+    assert np.all(m.P[world.kind == 3] == 0.0) and m.L == pytest.approx(1.0 + 2.0 * 10**-0.5)
+    noisy = world.kind == 2
+    assert 0.1 < m.P[noisy].mean() < 0.4 and m.P[noisy].std() > 0.05  # wobbles around e^-1
+    shift = cod.family_offsets(world, seed=3)
+    assert shift.shape == (4000,) and shift.std() == pytest.approx(0.3, rel=0.1)
+    other = cod.evaluate_model(world, 1.0, seed=1, family=shift)
+    assert not np.allclose(other.P[growing], m.P[growing])
 
 
-# ----------------------------------------------------------------------------- toy family
-def test_fact_benchmark_keys_priors_and_frequencies():
-    b = cod.make_fact_benchmark(8, 5, 6, 3, zipf=1.0, mislabel_frac=0.5, seed=0, typicality=2.0)
-    assert b.n_items == 40 and b.freq.sum() == pytest.approx(1.0)
-    assert np.all((b.answer >= 0).sum(axis=1) == b.ell) and set(b.ell) <= {1, 2, 3}
-    assert np.all(b.key[~b.mislabelled] == b.answer[~b.mislabelled])
-    used = b.answer[b.mislabelled] >= 0
-    assert np.all(b.key[b.mislabelled][used] != b.answer[b.mislabelled][used])
-    wide = cod.make_fact_benchmark(64, 32, 8, 1, 1.0, 0.0, 1, typicality=2.0)
-    top = [np.bincount(wide.answer[wide.relation == r, 0], minlength=8).max() for r in range(32)]
-    assert np.mean(top) / 64 > 0.4  # p(mode) = 1 / H_8(2) = 0.65 with typicality 2
+WORLD = cod.WorldConfig((0.6, 0.2, 0.15, 0.05), (-1.0, 5.0), (0.3, 0.9), (1.5, 3.0), 0.4,
+                        (-3.0, 0.0), 1.0, 0.1, 0.05, 0.3, (1.7, 1.5, 0.1), 0.003)  # fmt: skip
+LOG_C = np.linspace(0.0, 3.0, 6)
 
 
-def test_train_fact_models_are_independent_and_learn():
-    b1 = cod.make_fact_benchmark(8, 4, 4, 2, 1.0, 0.1, seed=1, typicality=1.0)
-    b2 = cod.make_fact_benchmark(8, 4, 4, 2, 1.0, 0.1, seed=2, typicality=1.0)
-    pair = cod.train_fact_models([b1, b2], 4, 1, 40, [5, 6], batch_size=64)
-    alone = cod.train_fact_models([b2], 4, 1, 40, [6], batch_size=64)[0]
-    np.testing.assert_allclose(pair[1].P, alone.P, atol=1e-6)  # stacking changes nothing
-    assert pair[1].L == pytest.approx(alone.L, rel=1e-6)
-    assert alone.N == 12 * 4 + (4 * 16 + 16) + (16 * 8 + 8)  # embedding, hidden, heads
-    assert alone.C == pytest.approx(6 * alone.N * round(40 * alone.N / 64) * 64)
-    untrained = cod.train_fact_models([b2], 4, 1, 1e-9, [6], batch_size=1)[0]  # 20 steps
-    assert alone.P.mean() > untrained.P.mean() and alone.L < untrained.L
+def test_run_toy_is_reproducible_and_refuses_leaks():
+    a = cod.run_toy(WORLD, 400, LOG_C, 4.0, 3.5, 100, seed=7)
+    b = cod.run_toy(WORLD, 400, LOG_C, 4.0, 3.5, 100, seed=7)
+    assert a.comparison.pred == b.comparison.pred
+    assert a.features.shape == (400, 6)
+    np.testing.assert_allclose(a.features * 100, np.round(a.features * 100), atol=1e-9)
+    r = a.comparison
+    assert {"COD", "direct fit + anchor", "loss route", "no clustering", "random clusters",
+            "COD, linear map + anchor", "carry over"} <= set(r.pred)  # fmt: skip
+    assert r.truth == pytest.approx(a.target.P.mean())
+    assert np.isfinite(r.subset_error_pp()) == r.cod.predicted
+    with pytest.raises(ValueError, match="leaks the answer"):
+        cod.run_toy(WORLD, 400, LOG_C, 4.0, 4.0, 100, seed=7)  # anchor at the target
+    with pytest.raises(ValueError, match="method must be one of"):
+        r.abs_error_pp("oracle")
 
 
-def test_sampled_pass_rates_are_binomial():
-    r = cod.sampled_pass_rates(np.array([0.0, 1.0, 0.5]), 100, seed=0)
-    assert r[0] == 0 and r[1] == 1 and 0.3 < r[2] < 0.7
-    np.testing.assert_array_equal(r, cod.sampled_pass_rates([0.0, 1.0, 0.5], 100, seed=0))
+def test_compare_methods_on_planted_clusters():
+    C = np.geomspace(1, 16, 7)
+    P = planted_clusters(C)
+    truth = planted_clusters(np.array([64.0]))[:, 0]
+    r = cod.compare_methods(P, C, 64.0, truth, L=2 + 3 * C**-0.5, seed=0)
+    assert r.cod.predicted and r.abs_error_pp("COD") < 3.0  # clean clusters: COD is close
+    assert r.abs_error_pp("COD, no mapping") > 5.0  # 10 zero items: the subset is easier
+    assert abs(r.subset_error_pp()) < 2.0
 
 
 # ----------------------------------------------------------------------------- bad input
-B = cod.make_fact_benchmark(4, 2, 4, 2, 1.0, 0.0, 0)
-SMALL, TARGET, ANCHOR = planted_family(5)
+P4 = np.full((5, 4), 0.5)
 
 
 @pytest.mark.parametrize(
@@ -179,9 +215,14 @@ SMALL, TARGET, ANCHOR = planted_family(5)
         (lambda: cod.fit_mapping([0.1, 0.2], [0.1]), ValueError, "equal lengths"),
         (lambda: cod.fit_mapping([0.1, "x"], [0.1, 0.2]), TypeError, "subset_acc must be an"),
         (lambda: cod.fit_mapping([0.5], [0.5])(1.5), ValueError, "s must be <= 1"),
+        (lambda: cod.apply_mapping([0.5], [0.5], [0.5], "cubic"), ValueError, "how must be one"),
+        (lambda: cod.apply_mapping([0.5] * 2, [0.5, 0.6], [0.5], "linear"), ValueError, "distinct"),
         (lambda: cod.predict_cod(np.zeros((5, 3)), [1.0, 2.0], [3.0]), ValueError, "one C per"),
         (lambda: cod.predict_cod(np.zeros((5, 2)), [1.0, 2.0], [-3.0]), ValueError, "C_target"),
         (lambda: cod.predict_cod(np.zeros((5, 2)), [1, 2], [3], seed=-1), ValueError, "seed"),
+        (lambda: cod.predict_cod(P4, [1, 2, 3, 4], [5], weights=[1] * 4), ValueError, "weights"),
+        (lambda: cod.predict_cod(P4, [1, 2, 3, 4], [5], weights=[-1] * 5), ValueError, "weights"),
+        (lambda: cod.random_clusters(cod.one_group([True] * 5), [True], 0), ValueError, "active"),
         (lambda: cod.loss_route([1, 2, 3], [1, 1, 1], [0.1] * 4, [4]), ValueError, "equal"),
         (
             lambda: cod.loss_route([1, 2, 3], [1, 1, 1], [0.1] * 3, [4], (0, 0.5)),
@@ -193,31 +234,28 @@ SMALL, TARGET, ANCHOR = planted_family(5)
         (lambda: cod.fit_gadre_loss([1, 2, 3], [1] * 3, [1] * 3), ValueError, "at least 4"),
         (lambda: cod.error_vs_loss([1.0], 1, np.inf, 1), ValueError, "gamma must be finite"),
         (lambda: cod.fit_error_vs_loss([1.0, 2.0, 3.0], [0.5, 1.5, 0.2]), ValueError, "err must"),
-        (lambda: cod.make_fact_benchmark(0, 2, 2, 1, 1.0, 0.0, 0), ValueError, "n_subjects"),
-        (lambda: cod.make_fact_benchmark(2, 2, 2, 1, 1.0, 1.0, 0), ValueError, "mislabel_frac"),
-        (lambda: cod.make_fact_benchmark(2, 2, 2, True, 1.0, 0.0, 0), TypeError, "ell_max"),
-        (lambda: cod.make_fact_benchmark(2, 2, 2, 1, -1.0, 0.0, 0), ValueError, "zipf"),
-        (lambda: cod.train_fact_models([B], 0, 1, 10, [0]), ValueError, "width must be >= 1"),
-        (lambda: cod.train_fact_models([B], 4, 1, 10, [0, 1]), ValueError, "one seed per"),
-        (lambda: cod.train_fact_models([], 4, 1, 10, []), TypeError, "benches must be"),
-        (lambda: cod.train_fact_models([B], 4, 1, 10, [0], lr=2.0), ValueError, "lr must lie"),
-        (lambda: cod.train_fact_models([B], 4, 1, 0, [0]), ValueError, "tokens_per_param"),
+        (lambda: cod.make_item_world(0, WORLD, 0), ValueError, "n_items must be >= 1"),
+        (lambda: cod.make_item_world(5, "world", 0), TypeError, "config must be a WorldConfig"),
+        (
+            lambda: cod.make_item_world(
+                5, cod.WorldConfig(**{**WORLD.__dict__, "fractions": (0.5, 0.5, 0.5, 0)}), 0
+            ),
+            ValueError,
+            "summing to 1",
+        ),  # fmt: skip
+        (lambda: cod.evaluate_model("w", 1.0, 0), TypeError, "world must be an ItemWorld"),
+        (
+            lambda: cod.evaluate_model(cod.make_item_world(5, WORLD, 0), 1.0, 0, family=[0.0]),
+            ValueError,
+            "equal lengths",
+        ),
         (lambda: cod.sampled_pass_rates([0.5], 0, 0), ValueError, "n_samples must be >= 1"),
         (lambda: cod.sampled_pass_rates([0.5], 1.0, 0), TypeError, "n_samples must be an"),
-        (lambda: cod.compare_methods(SMALL[:3], TARGET, ANCHOR, 100, 0), ValueError, ">= 4"),
-        (lambda: cod.compare_methods(SMALL, TARGET, None, 100, 0), TypeError, "anchor must be"),
-        (lambda: cod.compare_methods(SMALL, [1.0], ANCHOR, 100, 0), TypeError, "targets must"),
+        (lambda: cod.compare_methods(P4, [1, 2, 3, 4], 4.0, [0.5] * 5), ValueError, "leaks"),
+        (lambda: cod.compare_methods(P4, [1, 2, 3, 4], 9.0, [1.5] * 5), ValueError, "target_P"),
         (lambda: cod.silhouette_vs_shuffled(np.zeros((4, 2)), [0, 1]), ValueError, "labels"),
-        (lambda: cod.gadre_task_cod([], ["a"], ["b"], ["c"]), TypeError, "runs must be a pandas"),
-        (lambda: cod.gadre_task_cod(pd.DataFrame(), ["a"], ["b"], ["c"]), ValueError, "missing"),
     ],
 )
 def test_bad_input_is_named(call, error, match):
     with pytest.raises(error, match=match):
         call()
-
-
-def test_comparison_rejects_unknown_method():
-    r = cod.compare_methods(SMALL, TARGET, ANCHOR, 100, 0)
-    with pytest.raises(ValueError, match="method must be one of"):
-        r.abs_error_pp("oracle")

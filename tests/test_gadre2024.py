@@ -56,12 +56,17 @@ def test_fitted_loss_law_has_negative_exponent():
 
 
 def test_cod_on_gadre_tasks_runs_end_to_end():
-    """The 46 tasks as COD's items: a valid clustering with the paper's rules applied."""
+    """The 46 tasks as COD's items: a valid clustering, every rival, no leak."""
     runs = pd.read_csv(CSV).set_index("name")
-    small = [n for n in runs[runs["train_dataset"] == "rpj"].index if "open_lm" not in n]
-    tasks = [c[4:] for c in runs.columns if c.startswith("err_") and c[4:7] != "avg"]
-    res = cod.gadre_task_cod(runs, small, ["rpj-open_lm_7b-1.0"], tasks)
+    small = runs.loc[[n for n in runs[runs["train_dataset"] == "rpj"].index if "open_lm" not in n]]
+    small = small.sort_values("flops_6ND")
+    tasks = [c for c in runs.columns if c.startswith("err_") and c[4:7] != "avg"]
+    target = runs.loc["rpj-open_lm_7b-1.0"]
+    C1 = small["flops_6ND"].iloc[0]
+    P, P_t = 1 - small[tasks].to_numpy().T, 1 - target[tasks].to_numpy(float)
+    r = cod.compare_methods(P, small["flops_6ND"] / C1, target["flops_6ND"] / C1, P_t, K=1)
     assert len(tasks) == 46 and len(small) == 32
-    assert len(res.clustering.labels) == 46 and len(res.fits) == res.clustering.n_clusters
-    assert res.kept.shape == (res.clustering.n_clusters,)
-    assert np.all(res.clustering.labels[res.subset_mask] >= 0)
+    assert r.truth == pytest.approx(1 - target["err_avg46"])
+    assert len(r.cod.clustering.labels) == 46 and len(r.cod.fits) == r.cod.clustering.n_clusters
+    assert np.all(r.cod.clustering.labels[r.cod.subset_mask] >= 0)
+    assert all(np.isfinite(v) for v in r.pred.values())
