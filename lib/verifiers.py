@@ -4,8 +4,9 @@ Dorner, Chen, Cruz & Yang (ICLR 2026, "ROC-n-reroll") show that, for one query w
 accuracy pi (the chance that one generated answer is correct), the accuracy of rejection
 sampling (RS) and best-of-N (BoN) depends on the verifier only through its ROC curve T(F)
 (true-positive rate T against false-positive rate F). This module holds that theory as functions
-of a piecewise-linear ROC, synthetic instances whose ROC is known, and independent Monte-Carlo
-simulators of both strategies.
+of a piecewise-linear ROC, synthetic instances whose ROC is known, independent Monte-Carlo
+simulators of both strategies, and both strategies run on a recorded stream of real draws
+(`bon_on_stream`, `rs_on_stream`, with `rs_threshold` setting a randomised threshold).
 
 A ROC is a pair of arrays `(fpr, tpr)` of the same shape (m,), non-decreasing, from (0, 0) to
 (1, 1). Between vertices it is linear: that is the ROC of thresholding with random tie-breaking
