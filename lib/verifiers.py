@@ -4,8 +4,9 @@ Dorner, Chen, Cruz & Yang (ICLR 2026, "ROC-n-reroll") show that, for one query w
 accuracy pi (the chance that one generated answer is correct), the accuracy of rejection
 sampling (RS) and best-of-N (BoN) depends on the verifier only through its ROC curve T(F)
 (true-positive rate T against false-positive rate F). This module holds that theory as functions
-of a piecewise-linear ROC, synthetic instances whose ROC is known, and independent Monte-Carlo
-simulators of both strategies.
+of a piecewise-linear ROC, synthetic instances whose ROC is known, independent Monte-Carlo
+simulators of both strategies, and both strategies run on a recorded stream of real draws
+(`bon_on_stream`, `rs_on_stream`, with `rs_threshold` setting a randomised threshold).
 
 A ROC is a pair of arrays `(fpr, tpr)` of the same shape (m,), non-decreasing, from (0, 0) to
 (1, 1). Between vertices it is linear: that is the ROC of thresholding with random tie-breaking
@@ -131,6 +132,27 @@ def rs_accuracy(fpr, tpr, base_acc: float, compute):
     q, first = np.unique(q, return_index=True)  # q is non-decreasing; keep one vertex per value
     acc = np.interp(1.0 / C, q, pi * T[first]) * C
     return float(acc) if acc.ndim == 0 else acc
+
+
+def concavity_gap(fpr, tpr) -> float:
+    """Largest vertical gap between a ROC and its least concave majorant (0 when concave).
+
+    Prop. 5 of Dorner et al. (RS at least as accurate as BoN at equal compute) assumes a
+    concave ROC; this measures how far a piecewise-linear ROC is from one. A vertical segment
+    counts at its top, T(F) = max T at that F.
+    """
+    F, T = _check_roc(fpr, tpr)
+    F, first = np.unique(F[::-1], return_index=True)  # distinct F, each with its largest T
+    T = T[::-1][first]
+    hull = [0]  # the upper hull, by Andrew's monotone chain over points sorted by F
+    for k in range(1, F.size):
+        while len(hull) >= 2:
+            i, j = hull[-2], hull[-1]
+            if (F[j] - F[i]) * (T[k] - T[i]) - (T[j] - T[i]) * (F[k] - F[i]) < 0:
+                break  # j lies above the chord from i to k: keep it
+            hull.pop()
+        hull.append(k)
+    return float(np.max(np.interp(F, F[hull], T[hull]) - T))
 
 
 def limit_accuracy(fpr, tpr, base_acc: float) -> float:
@@ -276,6 +298,66 @@ def simulate_rs(sample: Sampler, threshold: float, episodes: int, rng: np.random
             raise ValueError(f"threshold {threshold} accepts almost nothing; lower it")
     se = lambda x: float(x.std(ddof=1) / np.sqrt(episodes))  # noqa: E731
     return RSResult(float(hits.mean()), se(hits), float(draws.mean()), se(draws))
+
+
+def _check_stream(scores, correct) -> tuple[np.ndarray, np.ndarray]:
+    scores = validate.array("scores", scores)
+    correct = np.asarray(correct)
+    if correct.dtype != bool or correct.shape != scores.shape:
+        raise TypeError(f"correct must be a boolean array shaped like scores {scores.shape}")
+    return scores, correct
+
+
+def bon_on_stream(scores, correct, n: int, rng: np.random.Generator) -> float:
+    """Best-of-n measured on a stream of draws: consecutive disjoint groups of n (a remainder
+    is dropped), the arg-max score kept with random tie-breaking; the share of correct picks."""
+    scores, correct = _check_stream(scores, correct)
+    n = int(_check_counts("n", n))
+    groups = scores.size // n
+    if groups == 0:
+        raise ValueError(f"a stream of {scores.size} draws holds no group of n = {n}")
+    pick = argmax_random_ties(scores[: groups * n].reshape(groups, n), rng)
+    return float(correct[: groups * n].reshape(groups, n)[np.arange(groups), pick].mean())
+
+
+def rs_threshold(scores, compute: float) -> tuple[float, float]:
+    """The randomised threshold whose acceptance rate on `scores` is 1 / compute.
+
+    Accept a draw when its score is above `level`, or equal to it with probability `gamma`:
+    P[s > level] + gamma P[s = level] = 1 / compute. Returns (level, gamma), gamma in (0, 1].
+    """
+    scores = validate.array("scores", scores)
+    compute = validate.real("compute", compute, low=1.0)
+    levels, counts = np.unique(scores, return_counts=True)
+    above = np.concatenate([np.cumsum(counts[::-1])[::-1][1:], [0]]) / scores.size  # P[s > l]
+    k = int(np.flatnonzero(above < 1 / compute)[0])  # the highest level still needed
+    gamma = (1 / compute - above[k]) / (counts[k] / scores.size)
+    return float(levels[k]), float(min(gamma, 1.0))
+
+
+@dataclass(frozen=True)
+class StreamRS:
+    """Rejection sampling measured on a stream: accuracy, mean draws per episode, episodes."""
+
+    accuracy: float
+    compute: float
+    episodes: int
+
+
+def rs_on_stream(scores, correct, level: float, gamma: float, rng: np.random.Generator) -> StreamRS:
+    """Rejection sampling run along a stream of draws with a randomised threshold.
+
+    Each episode draws until one draw is accepted (score > level, or = level with probability
+    gamma) and returns it; an unfinished last episode is dropped.
+    """
+    scores, correct = _check_stream(scores, correct)
+    gamma = validate.real("gamma", gamma, low=0.0, high=1.0, low_open=True)
+    accept = (scores > level) | ((scores == level) & (rng.random(scores.size) < gamma))
+    where = np.flatnonzero(accept)
+    if where.size == 0:
+        raise ValueError(f"no draw of the stream passes level {level} (gamma {gamma})")
+    return StreamRS(float(correct[where].mean()), float((where[-1] + 1) / where.size),
+                    int(where.size))  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,16 @@ from lib.verifiers import (
     Instance,
     argmax_random_ties,
     bon_accuracy,
+    bon_on_stream,
+    concavity_gap,
     judge_digits,
     limit_accuracy,
     predict_from_calibration,
     roc_from_scores,
     rs_accuracy,
     rs_curve,
+    rs_on_stream,
+    rs_threshold,
     simulate_bon,
     simulate_rs,
 )
@@ -193,3 +197,44 @@ def test_ceilings_change_the_roc_only_near_the_origin():
     C = np.geomspace(1, 1 / (0.3 * T0 + 0.7 * F0), 30)
     np.testing.assert_array_equal(rs_accuracy(*low.roc(), 0.3, C), rs_accuracy(*none.roc(), 0.3, C))
     assert low.limit() < none.limit() == 1.0
+
+
+def test_concavity_gap_of_known_rocs():
+    assert concavity_gap(*ORACLE) == 0.0 and concavity_gap(*DIAGONAL) == 0.0
+    assert concavity_gap([0, 0.5, 1], [0, 0, 1]) == pytest.approx(0.5)  # flat, then vertical
+    assert concavity_gap([0, 0.2, 0.4, 1], [0, 0.1, 0.9, 1]) == pytest.approx(0.35)
+    assert concavity_gap(*Instance(0.3, 2.0, rho=0.05).roc()) < 1e-12  # concave by construction
+    assert concavity_gap(*Instance(0.3, 2.0, rho=0.1, delta=1.0).roc()) > 0.05
+
+
+def test_bon_on_stream_uses_disjoint_groups_and_random_ties():
+    rng = np.random.default_rng(0)
+    scores, correct = np.array([3.0, 1.0, 0.0, 2.0, 5.0]), np.array([1, 0, 0, 1, 0], bool)
+    assert bon_on_stream(scores, correct, 2, rng) == 1.0  # groups (3, 1), (0, 2); 5 dropped
+    tied = np.tile([1.0, 1.0], 10000), np.tile([True, False], 10000)
+    assert bon_on_stream(*tied, 2, rng) == pytest.approx(0.5, abs=0.02)
+    with pytest.raises(ValueError, match="no group"):
+        bon_on_stream(scores, correct, 6, rng)
+
+
+def test_rs_threshold_randomises_at_the_tied_level():
+    scores = np.repeat([0.0, 1.0, 2.0], [50, 30, 20])
+    level, gamma = rs_threshold(scores, 4.0)  # P[s > 1] = 0.2 < 1/4 <= P[s >= 1] = 0.5
+    assert level == 1.0 and gamma == pytest.approx((0.25 - 0.2) / 0.3)
+    assert rs_threshold(scores, 10.0) == (2.0, pytest.approx(0.5))  # within the top level
+    assert rs_threshold(scores, 1.0) == (0.0, 1.0)  # accept everything
+
+
+def test_rs_on_stream_counts_episodes_and_draws():
+    rng = np.random.default_rng(0)
+    scores = np.array([0.0, 1.0, 0.0, 0.0, 1.0, 0.0])
+    correct = np.array([0, 1, 0, 0, 0, 1], bool)
+    rs = rs_on_stream(scores, correct, 1.0, 1.0, rng)
+    assert (rs.accuracy, rs.compute, rs.episodes) == (0.5, 2.5, 2)  # the last draw is dropped
+    big = Instance(pi=0.4, mu=1.5, rho=0.1)
+    s, c = big.sample(200000, rng)
+    level, gamma = rs_threshold(s, 5.0)
+    measured = rs_on_stream(s, c, level, gamma, rng)
+    F, T = big.roc()
+    assert measured.compute == pytest.approx(5.0, rel=0.03)
+    assert measured.accuracy == pytest.approx(rs_accuracy(F, T, big.pi, 5.0), abs=0.01)
