@@ -28,7 +28,7 @@ import operator
 import sqlite3
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -373,9 +373,8 @@ def _gold(gold) -> float | str:
     return validate.real("gold", gold)
 
 
-def is_correct(answer: object, gold: float | str) -> bool:
-    """DataMind's judge rule: categories must match exactly, numbers within REL_TOL (3 %)."""
-    gold = _gold(gold)
+def _matches(answer: object, gold: float | str) -> bool:
+    """is_correct without checking gold (the rollouts' inner call; tasks hold checked golds)."""
     if isinstance(gold, str) or isinstance(answer, str | bool) or answer is None:
         return answer == gold
     if not isinstance(answer, int | float) or not math.isfinite(answer):
@@ -383,12 +382,21 @@ def is_correct(answer: object, gold: float | str) -> bool:
     return abs(float(answer) - float(gold)) <= REL_TOL * abs(float(gold))
 
 
+def is_correct(answer: object, gold: float | str) -> bool:
+    """DataMind's judge rule: categories must match exactly, numbers within REL_TOL (3 %)."""
+    return _matches(answer, _gold(gold))
+
+
+def _reward(answer: object, gold: float | str) -> float:
+    """reward without checking gold (the rollouts' inner call)."""
+    if answer is None:
+        return REWARD_INVALID
+    return REWARD_CORRECT if _matches(answer, gold) else REWARD_WRONG
+
+
 def reward(answer: object, gold: float | str) -> float:
     """Reward of QIAO2025: 1 if correct, 0 if a wrong answer was given, -0.1 if none was."""
-    if answer is None:
-        _gold(gold)
-        return REWARD_INVALID
-    return REWARD_CORRECT if is_correct(answer, gold) else REWARD_WRONG
+    return _reward(answer, _gold(gold))
 
 
 def _random_table(rng: np.random.Generator) -> dict[str, list]:
@@ -545,35 +553,49 @@ def passes_rules(t: Trajectory) -> bool:
     return bool(t.actions) and t.actions[-1] == "ANSWER" and t.answer is not None and not errors
 
 
-def self_consistent(samples: list[Trajectory], min_agree: int = 2) -> Trajectory | None:
-    """Self-consistency filter: the shortest sample of the largest agreeing group, if >= min_agree.
-
-    Answers agree when is_correct(a, b) holds (same 3 % tolerance); no gold answer is used.
-    """
+def agreeing(samples: list[Trajectory], min_agree: int = 2) -> list[Trajectory]:
+    """The largest group of rule-passing samples whose answers agree (is_correct(a, b), the
+    same 3 % tolerance), or [] if it has fewer than min_agree members; no gold is used."""
     samples = _items("samples", samples, Trajectory, empty=True)
     min_agree = validate.integer("min_agree", min_agree, minimum=1)
     kept = [t for t in samples if passes_rules(t)]
     groups = [[t for t in kept if is_correct(t.answer, u.answer)] for u in kept]
     best = max(groups, key=len, default=[])
-    return min(best, key=lambda t: len(t.actions)) if len(best) >= min_agree else None
+    return best if len(best) >= min_agree else []
 
 
-def synthesize_demos(
-    tasks: list[Task], expert: Expert, K: int, seed: int, filtered: bool
-) -> list[Trajectory]:
-    """K samples per task; filtered: rule + self-consistency filter, else the first sample raw."""
+def self_consistent(samples: list[Trajectory], min_agree: int = 2) -> Trajectory | None:
+    """Self-consistency filter: the shortest (most concise) sample of `agreeing`, or None."""
+    return min(agreeing(samples, min_agree), key=lambda t: len(t.actions), default=None)
+
+
+FILTERS = ("unfiltered", "filtered", "random", "vote only")
+
+
+def synthesize_demos(tasks: list[Task], expert: Expert, K: int,
+                     seed: int) -> dict[str, list[Trajectory]]:  # fmt: skip
+    """K expert samples per task, and the demonstration sets of FILTERS made from them.
+
+    'unfiltered': the first sample of every task, as it comes. 'filtered': the rule filter, the
+    self-consistency vote and the most concise of the agreeing samples (`self_consistent`).
+    'random': a filter blind to the answers, the vote's negative control: as many tasks as
+    the vote keeps, drawn at random, each with a random sample. 'vote only': the vote without
+    the concise pick (a random member of the agreeing group).
+    """
     tasks = _items("tasks", tasks, Task)
     _instance("expert", expert, Expert)
     K = validate.integer("K", K, minimum=1)
     seed = validate.integer("seed", seed, minimum=0)
-    filtered = validate.boolean("filtered", filtered)
-    rng, demos = np.random.default_rng(seed), []
-    for task in tasks:
-        samples = [sample_trajectory(task, expert, rng) for _ in range(K)]
-        chosen = self_consistent(samples) if filtered else samples[0]
-        if chosen is not None:
-            demos.append(chosen)
-    return demos
+    rng = np.random.default_rng(seed)
+    samples = [[sample_trajectory(task, expert, rng) for _ in range(K)] for task in tasks]
+    groups = [g for g in map(agreeing, samples) if g]
+    blind = sorted(rng.choice(len(tasks), len(groups), replace=False))
+    return {
+        "unfiltered": [s[0] for s in samples],
+        "filtered": [min(g, key=lambda t: len(t.actions)) for g in groups],
+        "random": [samples[i][int(rng.integers(K))] for i in blind],
+        "vote only": [g[int(rng.integers(len(g)))] for g in groups],
+    }
 
 
 def taxonomy_stats(tasks: list[Task]) -> dict[int, dict[str, float]]:
@@ -854,7 +876,7 @@ def _play(policy, episodes: list[Task], temperature: float, greedy: bool, genera
                 acts[i].append(ACTIONS[a])
                 obs[i].append(o)
     trajs = [Trajectory(t, tuple(a), tuple(o), s.V if s.done else None,
-                        reward(s.V if s.done else None, t.gold))
+                        _reward(s.V if s.done else None, t.gold))
              for t, a, o, s in zip(episodes, acts, obs, states, strict=True)]  # fmt: skip
     return trajs, Decisions(*(torch.cat(v) for v in (rows, ys, logps, owners)))
 
@@ -944,6 +966,7 @@ class TrainConfig:
     clip_norm: float = 1.0
     schedule: str = "cosine"  # of mu_k
     lr_schedule: str = "cosine"  # of the learning rate, over all optimizer steps
+    shuffle_rewards: bool = False  # negative control: rewards permuted across the batch
 
     def __post_init__(self) -> None:
         for name in ("updates", "d", "prompts", "minibatches"):
@@ -960,6 +983,7 @@ class TrainConfig:
         validate.real("TrainConfig.clip_dual", self.clip_dual, low=1, low_open=True)
         validate.choice("TrainConfig.schedule", self.schedule, MU_SCHEDULES)
         validate.choice("TrainConfig.lr_schedule", self.lr_schedule, LR_SCHEDULES)
+        validate.boolean("TrainConfig.shuffle_rewards", self.shuffle_rewards)
 
 
 @dataclass(frozen=True)
@@ -1002,10 +1026,16 @@ class _RLBatch:
 
 def _rl_batch(policy, tasks: list[Task], cfg: TrainConfig, generator) -> _RLBatch:
     """Play group_size rollouts per prompt; GRPO advantages; drop uninformative groups (DAPO)."""
+    import torch
+
     episodes = [t for t in tasks for _ in range(cfg.group_size)]
     trajs, dec = _play(policy, episodes, cfg.temperature, False, generator)
     rewards = np.array([t.reward for t in trajs]).reshape(len(tasks), cfg.group_size)
-    A, keep = grpo_advantages(rewards)
+    seen = rewards  # what the learner is told: the rewards, or a permutation of them
+    if cfg.shuffle_rewards:
+        order = torch.randperm(rewards.size, generator=generator).numpy()
+        seen = rewards.reshape(-1)[order].reshape(rewards.shape)
+    A, keep = grpo_advantages(seen)
     prompt = dec.owner // cfg.group_size
     rows = keep[prompt]
     return _RLBatch(dec.X[rows], dec.y[rows], dec.logp[rows], A.reshape(-1)[dec.owner][rows],
@@ -1064,11 +1094,12 @@ def _optimizer(policy, cfg: TrainConfig):
     return opt, torch.optim.lr_scheduler.LambdaLR(opt, cosine)
 
 
-def train_policy(regime: str, demos: list[Trajectory], cfg: TrainConfig,
-                 seed: int) -> TrainResult:  # fmt: skip
+def train_policy(regime: str, demos: list[Trajectory], cfg: TrainConfig, seed: int,
+                 rollout_seed: int | None = None) -> TrainResult:  # fmt: skip
     """Train a fresh policy for cfg.updates updates on (1 - mu_k) L_RL + mu_k L_SFT.
 
     Every regime draws its prompts from the demos' tasks; only mu_k > 0 reads the demos' actions.
+    seed: the initialisation and the prompts; rollout_seed: the rollouts' draws (default: seed).
     """
     import torch
 
@@ -1076,11 +1107,13 @@ def train_policy(regime: str, demos: list[Trajectory], cfg: TrainConfig,
     demos = _items("demos", demos, Trajectory)
     _instance("cfg", cfg, TrainConfig)
     seed = validate.integer("seed", seed, minimum=0)
+    rollout_seed = seed if rollout_seed is None else rollout_seed
+    rollout_seed = validate.integer("rollout_seed", rollout_seed, minimum=0)
     if len(demos) < cfg.prompts:
         raise ValueError(f"{len(demos)} demos cannot fill a batch of {cfg.prompts} prompts")
     policy = make_policy(cfg.d, seed)
     opt, sched = _optimizer(policy, cfg)
-    rng, gen = np.random.default_rng(seed), torch.Generator().manual_seed(seed)
+    rng, gen = np.random.default_rng(seed), torch.Generator().manual_seed(rollout_seed)
     X_demo, y_demo, demo_rows = _demo_rows(demos) if regime != "rl" else (None, None, None)
     mus, rewards, informative, env_steps = [], [], [], 0
     for k in range(cfg.updates):
@@ -1172,22 +1205,41 @@ def code_rollout(policy, task: Task, limits=None) -> tuple[Trajectory, list[Turn
 
 # --------------------------------------------------------------------- the chapter's experiment
 
-ARMS = (("no hints", "unfiltered"), ("no hints", "filtered"), ("hints", "unfiltered"),
-        ("hints", "filtered"))  # fmt: skip
-SFT_ALONE = "SFT, hints, filtered"  # the 2x2 arm the recipe uses: SFT alone on its demos
-RL_ALONE, MIX = "RL alone", "SFT+RL (dynamic)"
 
+@dataclass(frozen=True)
+class Run:
+    """One training run of a replicate: a regime on one demonstration set, with its options.
 
-def arm_name(hints: str, filtering: str) -> str:
-    """The regime name of one 2x2 arm, e.g. 'SFT, hints, filtered'."""
-    validate.choice("hints", hints, ("no hints", "hints"))
-    validate.choice("filtering", filtering, ("unfiltered", "filtered"))
-    return f"SFT, {hints}, {filtering}"
+    hints: demos from EXPERT_HINTED (else EXPERT_RAW); filtering: one of FILTERS; schedule:
+    of mu_k; shuffle_rewards: the RL term sees permuted rewards (a negative control); rerun:
+    n > 0 repeats the run with the same initialisation and prompts but the n-th other rollout
+    draws (a same-method null).
+    """
+
+    regime: str
+    hints: bool = True
+    filtering: str = "filtered"
+    schedule: str = "cosine"
+    shuffle_rewards: bool = False
+    rerun: int = 0
+
+    def __post_init__(self) -> None:
+        validate.choice("Run.regime", self.regime, REGIMES)
+        validate.boolean("Run.hints", self.hints)
+        validate.choice("Run.filtering", self.filtering, FILTERS)
+        validate.choice("Run.schedule", self.schedule, MU_SCHEDULES)
+        validate.boolean("Run.shuffle_rewards", self.shuffle_rewards)
+        validate.integer("Run.rerun", self.rerun, minimum=0)
+
+    @property
+    def demos(self) -> str:
+        """The name of its demonstration set, e.g. 'hints, filtered'."""
+        return f"{'hints' if self.hints else 'no hints'}, {self.filtering}"
 
 
 @dataclass(frozen=True)
 class Design:
-    """The size of one replicate: tasks, expert samples, evaluation protocol, training."""
+    """The size of one replicate (tasks, expert samples, evaluation, training) and its runs."""
 
     n_train: int = 300  # tasks the expert writes demonstrations for (the RL prompts)
     n_heldout: int = 600  # evaluation tasks, never trained on
@@ -1195,23 +1247,30 @@ class Design:
     eval_runs: int = 3  # QIAO2025: 3 sampled runs per task (avg@3)
     eval_temperature: float = 0.7  # QIAO2025
     train: TrainConfig = TrainConfig()
-    extra: tuple[str, ...] = ()  # further regimes on the hinted, filtered demos, e.g. 'sft_then_rl'
+    runs: tuple[tuple[str, Run], ...] = (("SFT", Run("sft")),)  # (name, run) pairs
 
     def __post_init__(self) -> None:
         for name in ("n_train", "n_heldout", "K", "eval_runs"):
             validate.integer(f"Design.{name}", getattr(self, name), minimum=1)
         validate.real("Design.eval_temperature", self.eval_temperature, low=0, low_open=True)
         _instance("Design.train", self.train, TrainConfig)
-        for regime in self.extra:
-            validate.choice("Design.extra", regime, REGIMES)
+        runs = _items("Design.runs", self.runs, tuple)
+        for i, pair in enumerate(runs):
+            if len(pair) != 2:
+                raise ValueError(f"Design.runs[{i}] must be a (name, Run) pair, got {pair!r:.80}")
+            validate.text(f"Design.runs[{i}][0]", pair[0])
+            _instance(f"Design.runs[{i}][1]", pair[1], Run)
+        names = [name for name, _ in runs]
+        if len(set(names)) != len(names):
+            raise ValueError(f"Design.runs names must be distinct, got {names}")
 
 
 @dataclass(frozen=True)
 class ReplicateResult:
-    """One replicate: per regime the held-out correctness (n_heldout, eval_runs) and training
-    curves; per 2x2 arm the demos' precision (share correct, from gold), count and share that
-    show a failed loader; per held-out
-    task its depth and whether the expert's blind spot bites; the taxonomy; the mix policy."""
+    """One replicate. Per run: held-out correctness (n_heldout, eval_runs), training curves,
+    environment steps, the trained policy. Per demonstration set ('hints, filtered', ...):
+    precision (share correct, from gold), count, share whose first loader failed. Per held-out
+    task: its depth and whether the expert's blind spot bites. The taxonomy of all tasks."""
 
     seed: int
     depth: np.ndarray
@@ -1219,33 +1278,34 @@ class ReplicateResult:
     correct: dict[str, np.ndarray]
     precision: dict[str, float]
     kept: dict[str, int]
-    recovery: dict[str, float]  # share of demos whose first loader failed (they show recovery)
+    recovery: dict[str, float]
     reward: dict[str, tuple[float, ...]]
     informative: dict[str, tuple[float, ...]]
     env_steps: dict[str, int]
     taxonomy: dict[int, dict[str, float]]
-    policy: object = field(repr=False)
+    policies: dict[str, object] = field(repr=False)
 
 
 def _demo_sets(train: list[Task], design: Design, seed: int) -> dict[str, list[Trajectory]]:
-    """The 2x2 demonstration sets: knowledge hints x (rule + self-consistency) filter."""
+    """The demonstration sets the design's runs read, by name (e.g. 'no hints, random')."""
     sets = {}
-    for hints, filtering in ARMS:
-        expert = EXPERT_HINTED if hints == "hints" else EXPERT_RAW
-        filtered = filtering == "filtered"
-        sets[arm_name(hints, filtering)] = synthesize_demos(
-            train, expert, design.K if filtered else 1, seed, filtered
-        )
+    for hints in sorted({run.hints for _, run in design.runs}):
+        expert = EXPERT_HINTED if hints else EXPERT_RAW
+        for filtering, demos in synthesize_demos(train, expert, design.K, seed).items():
+            sets[Run("sft", hints, filtering).demos] = demos
     return sets
 
 
-def run_replicate(seed: int, design: Design, rl_alone: bool = True) -> ReplicateResult:
-    """One replicate of the whole experiment: fresh task files, the 2x2 demo sets, SFT on each,
-    the dynamic mix (and RL alone if asked) on the hinted, filtered demos, all evaluated on
-    held-out tasks."""
+def _rollout_seed(seed: int, rerun: int) -> int:
+    """The rollouts' seed of a run: the replicate's training seed, or one derived for a rerun."""
+    return seed if rerun == 0 else int(np.random.SeedSequence([seed, rerun]).generate_state(1)[0])
+
+
+def run_replicate(seed: int, design: Design) -> ReplicateResult:
+    """One replicate of the whole experiment: fresh task files, expert demonstrations, every run
+    of the design trained from the same seed, all evaluated on the same held-out tasks."""
     seed = validate.integer("seed", seed, minimum=0)
     _instance("design", design, Design)
-    rl_alone = validate.boolean("rl_alone", rl_alone)
     s_tasks, s_held, s_demo, s_train, s_eval = (
         int(x) for x in np.random.SeedSequence(seed).generate_state(5)
     )
@@ -1253,23 +1313,22 @@ def run_replicate(seed: int, design: Design, rl_alone: bool = True) -> Replicate
         train = make_tasks(design.n_train, Path(root), s_tasks)
         held = make_tasks(design.n_heldout, Path(root), s_held, first_id=design.n_train)
         demos = _demo_sets(train, design, s_demo)
-        regimes = {arm: ("sft", arm) for arm in demos}
-        regimes |= {RL_ALONE: ("rl", SFT_ALONE)} if rl_alone else {}
-        regimes |= {MIX: ("mix", SFT_ALONE)}
-        regimes |= {f"{r} (hints, filtered)": (r, SFT_ALONE) for r in design.extra}
-        runs = {name: train_policy(r, demos[d], design.train, s_train)
-                for name, (r, d) in regimes.items()}  # fmt: skip
+        runs = {}
+        for name, run in design.runs:
+            cfg = replace(design.train, schedule=run.schedule, shuffle_rewards=run.shuffle_rewards)
+            runs[name] = train_policy(run.regime, demos[run.demos], cfg, s_train,
+                                      _rollout_seed(s_train, run.rerun))  # fmt: skip
         return ReplicateResult(
             seed, np.array([t.query.depth for t in held]),
             np.array([blind_spot_bites(t) for t in held]),
             {name: sample_correct(run.policy, held, design.eval_runs, design.eval_temperature,
                                   s_eval) for name, run in runs.items()},
-            {arm: float(np.mean([d.correct for d in demos[arm]])) for arm in demos},
-            {arm: len(demos[arm]) for arm in demos},
-            {arm: float(np.mean([d.observations[0] == "ERR" for d in demos[arm]]))
-             for arm in demos},
+            {name: float(np.mean([d.correct for d in d_])) for name, d_ in demos.items()},
+            {name: len(d_) for name, d_ in demos.items()},
+            {name: float(np.mean([d.observations[0] == "ERR" for d in d_]))
+             for name, d_ in demos.items()},
             {name: run.mean_reward for name, run in runs.items()},
             {name: run.informative for name, run in runs.items()},
             {name: run.env_steps for name, run in runs.items()},
-            taxonomy_stats(train + held), runs[MIX].policy,
+            taxonomy_stats(train + held), {name: run.policy for name, run in runs.items()},
         )  # fmt: skip

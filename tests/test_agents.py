@@ -198,11 +198,36 @@ def test_the_blind_spot_is_a_column_confusion_every_sample_repeats(tmp_path):
 
 
 def test_knowledge_and_filtering_raise_demo_precision(tasks):
-    raw = A.synthesize_demos(tasks, A.EXPERT_RAW, 1, seed=0, filtered=False)
-    hinted = A.synthesize_demos(tasks, A.EXPERT_HINTED, 3, seed=0, filtered=True)
-    assert len(raw) == len(tasks) and len(hinted) <= len(tasks)
-    assert np.mean([d.correct for d in hinted]) > np.mean([d.correct for d in raw])
-    assert all(A.passes_rules(d) for d in hinted)
+    raw = A.synthesize_demos(tasks, A.EXPERT_RAW, 3, seed=0)
+    hinted = A.synthesize_demos(tasks, A.EXPERT_HINTED, 3, seed=0)
+    assert set(raw) == set(A.FILTERS) and len(raw["unfiltered"]) == len(tasks)
+    precision = {k: np.mean([d.correct for d in v]) for k, v in raw.items()}
+    assert precision["filtered"] > precision["unfiltered"]
+    assert np.mean([d.correct for d in hinted["unfiltered"]]) > precision["unfiltered"]
+    assert all(A.passes_rules(d) for d in hinted["filtered"] + hinted["vote only"])
+
+
+def test_the_filters_share_samples_and_the_blind_filter_keeps_as_many(tasks):
+    sets = A.synthesize_demos(tasks, A.EXPERT_RAW, 3, seed=4)
+    kept = len(sets["filtered"])
+    assert 0 < kept < len(tasks)  # the hint-free expert disagrees with itself on some tasks
+    assert len(sets["random"]) == len(sets["vote only"]) == kept
+    assert len({d.task.task_id for d in sets["random"]}) == kept  # one demo per task
+    # the filtered demo is the most concise member of the agreeing group the vote-only one is from
+    for concise, voted in zip(sets["filtered"], sets["vote only"], strict=True):
+        assert concise.task is voted.task and A.is_correct(concise.answer, voted.answer)
+        assert len(concise.actions) <= len(voted.actions)
+    again = A.synthesize_demos(tasks, A.EXPERT_RAW, 3, seed=4)
+    assert [d.actions for d in again["random"]] == [d.actions for d in sets["random"]]
+
+
+def test_agreeing_returns_the_largest_agreeing_group(tasks):
+    task = tasks[0]
+    right = _traj(task, (A.LOADER_OF[task.fmt], "ANSWER"), ("OK", "DONE"), task.gold)
+    wrong = _traj(task, (A.LOADER_OF[task.fmt], "ANSWER"), ("OK", "DONE"), "zz")
+    assert A.agreeing([right, wrong, right]) == [right, right]
+    assert A.agreeing([right, wrong]) == [] and A.agreeing([right, wrong], min_agree=1) == [right]
+    assert A.self_consistent([right, wrong]) is None
 
 
 # ------------------------------------------------------------------ objectives
@@ -265,7 +290,7 @@ def test_rollout_decisions_equal_history_features(tasks):
 
 
 def test_sft_learns_its_demonstrations_and_runs_are_reproducible(tasks):
-    demos = A.synthesize_demos(tasks, A.EXPERT_HINTED, 3, seed=1, filtered=True)
+    demos = A.synthesize_demos(tasks, A.EXPERT_HINTED, 3, seed=1)["filtered"]
     cfg = A.TrainConfig(updates=150, prompts=8)
     result = A.train_policy("sft", demos, cfg, seed=0)
     assert result.mu == (1.0,) * 150 and result.env_steps == 0
@@ -279,7 +304,7 @@ def test_sft_learns_its_demonstrations_and_runs_are_reproducible(tasks):
 
 
 def test_mix_records_its_schedule_rewards_and_informative_groups(tasks):
-    demos = A.synthesize_demos(tasks, A.EXPERT_HINTED, 3, seed=1, filtered=True)
+    demos = A.synthesize_demos(tasks, A.EXPERT_HINTED, 3, seed=1)["filtered"]
     cfg = A.TrainConfig(updates=4, prompts=8, minibatches=2)
     result = A.train_policy("mix", demos, cfg, seed=0)
     assert result.mu[0] == pytest.approx(0.9) and len(result.mean_reward) == 4
@@ -293,15 +318,47 @@ def test_regime_weights():
     assert A.sft_weight("mix", 0, cfg) == pytest.approx(0.9)
 
 
-def test_run_replicate_returns_every_arm_on_the_same_tasks():
-    design = A.Design(n_train=24, n_heldout=12, train=A.TrainConfig(updates=2, prompts=8))
+def test_rollout_seed_changes_only_the_rollouts(tasks):
+    demos = A.synthesize_demos(tasks, A.EXPERT_HINTED, 3, seed=1)["filtered"]
+    cfg = A.TrainConfig(updates=3, prompts=8)
+    params = lambda r: [p.detach().clone() for p in r.policy.parameters()]  # noqa: E731
+    sft = [params(A.train_policy("sft", demos, cfg, 0, rollout_seed=s)) for s in (0, 7)]
+    assert all(torch.equal(p, q) for p, q in zip(*sft, strict=True))  # SFT plays no rollouts
+    mix = [A.train_policy("mix", demos, cfg, 0, rollout_seed=s) for s in (0, 0, 7)]
+    assert all(torch.equal(p, q) for p, q in zip(params(mix[0]), params(mix[1]), strict=True))
+    assert not all(torch.equal(p, q) for p, q in zip(params(mix[0]), params(mix[2]), strict=True))
+
+
+def test_shuffled_rewards_feed_the_learner_a_permutation(tasks):
+    demos = A.synthesize_demos(tasks, A.EXPERT_HINTED, 3, seed=1)["unfiltered"]
+    policy = A.train_policy("sft", demos, A.TrainConfig(updates=30, prompts=8), 0).policy
+    plain, shuffled = (A._rl_batch(policy, tasks[:8], A.TrainConfig(shuffle_rewards=flag),
+                                   torch.Generator().manual_seed(0))
+                       for flag in (False, True))  # fmt: skip
+    assert np.array_equal(plain.rewards, shuffled.rewards)  # recorded: the true rewards
+    assert plain.keep.any()  # some groups carry signal, so a permutation can move it
+    assert np.array_equal(plain.keep, A.grpo_advantages(plain.rewards)[1].numpy())
+    assert not np.array_equal(shuffled.keep, plain.keep) or not torch.equal(
+        shuffled.advantage, plain.advantage)  # fmt: skip
+
+
+def test_run_replicate_trains_every_run_on_the_same_tasks():
+    runs = (("sft", A.Run("sft", filtering="unfiltered")),
+            ("blind", A.Run("sft", filtering="random")), ("mix", A.Run("mix")),
+            ("constant", A.Run("mix", schedule="constant", rerun=1)),
+            ("hint-free", A.Run("sft", hints=False)))  # fmt: skip
+    design = A.Design(n_train=24, n_heldout=12, train=A.TrainConfig(updates=2, prompts=8),
+                      runs=runs)  # fmt: skip
     result = A.run_replicate(3, design)
-    assert set(result.correct) == {*(A.arm_name(h, f) for h, f in A.ARMS), A.RL_ALONE, A.MIX}
+    assert set(result.correct) == set(result.policies) == {name for name, _ in runs}
     assert all(c.shape == (12, 3) for c in result.correct.values())
     assert result.depth.shape == result.blind.shape == (12,)
+    assert set(result.precision) == {f"{h}, {f}" for h in ("hints", "no hints") for f in A.FILTERS}
     assert all(0 <= p <= 1 for p in result.precision.values())
-    assert result.kept[A.arm_name("hints", "unfiltered")] == 24
-    assert A.RL_ALONE not in A.run_replicate(3, design, rl_alone=False).correct
+    assert result.kept["hints, unfiltered"] == 24
+    assert result.kept["hints, random"] == result.kept["hints, filtered"]
+    assert result.env_steps["sft"] == 0 < result.env_steps["mix"]
+    assert A.Run("sft", hints=False, filtering="vote only").demos == "no hints, vote only"
 
 
 # ------------------------------------------------------------------ bad calls (issue 20)
@@ -339,8 +396,9 @@ BAD_CALLS = [
     (lambda t: A.sample_trajectory(t, A.EXPERT_RAW, 0), TypeError, "rng"),
     (lambda t: A.passes_rules(None), TypeError, "t must be"),
     (lambda t: A.self_consistent([], min_agree=0), ValueError, "min_agree"),
-    (lambda t: A.synthesize_demos([t], A.EXPERT_RAW, 0, 0, True), ValueError, "K"),
-    (lambda t: A.synthesize_demos([t], A.EXPERT_RAW, 1, 0, 1), TypeError, "filtered"),
+    (lambda t: A.agreeing([t]), TypeError, "samples"),
+    (lambda t: A.synthesize_demos([t], A.EXPERT_RAW, 0, 0), ValueError, "K"),
+    (lambda t: A.synthesize_demos([t], "expert", 1, 0), TypeError, "expert"),
     (lambda t: A.taxonomy_stats([]), ValueError, "tasks is empty"),
     (lambda t: A.compile_action("DROP TABLE"), ValueError, "action"),
     (lambda t: A.compile_program(t, ("LOAD_XML",)), ValueError, "not in ACTIONS"),
@@ -374,18 +432,35 @@ BAD_CALLS = [
     (lambda t: A.TrainConfig(lr=float("nan")), ValueError, "lr"),
     (lambda t: A.TrainConfig(schedule="step"), ValueError, "schedule"),
     (lambda t: A.TrainConfig(prompts=2, minibatches=4), ValueError, "minibatches"),
+    (lambda t: A.TrainConfig(shuffle_rewards=1), TypeError, "shuffle_rewards"),
     (lambda t: A.sft_weight("dpo", 0, A.TrainConfig()), ValueError, "regime"),
     (lambda t: A.sft_weight("mix", -1, A.TrainConfig()), ValueError, "k must be"),
     (lambda t: A.train_policy("mix", [], A.TrainConfig(updates=1), 0), ValueError, "demos"),
     (lambda t: A.train_policy("mix", [1], A.TrainConfig(updates=1), 0), TypeError, "demos"),
+    (
+        lambda t: A.train_policy(
+            "sft",
+            [A.sample_trajectory(t, A.EXPERT_RAW, np.random.default_rng(0))],
+            A.TrainConfig(),
+            0,
+            -1,
+        ),
+        ValueError,
+        "rollout_seed",
+    ),
     (lambda t: A.sample_correct(A.make_policy(), [t], runs=0), ValueError, "runs"),
     (lambda t: A.code_rollout(A.make_policy(), "task"), TypeError, "task"),
-    (lambda t: A.arm_name("hints", "sifted"), ValueError, "filtering"),
+    (lambda t: A.Run("dpo"), ValueError, "regime"),
+    (lambda t: A.Run("sft", filtering="sifted"), ValueError, "filtering"),
+    (lambda t: A.Run("sft", hints="yes"), TypeError, "hints"),
+    (lambda t: A.Run("mix", schedule="step"), ValueError, "schedule"),
+    (lambda t: A.Run("mix", rerun=-1), ValueError, "rerun"),
     (lambda t: A.Design(K=0), ValueError, "K"),
-    (lambda t: A.Design(extra=("dpo",)), ValueError, "extra"),
+    (lambda t: A.Design(runs=(("sft", "sft"),)), TypeError, "runs"),
+    (lambda t: A.Design(runs=(("a", A.Run("sft"), 1),)), ValueError, "pair"),
+    (lambda t: A.Design(runs=(("a", A.Run("sft")), ("a", A.Run("mix")))), ValueError, "distinct"),
     (lambda t: A.run_replicate(-1, A.Design()), ValueError, "seed"),
     (lambda t: A.run_replicate(0, None), TypeError, "design"),
-    (lambda t: A.run_replicate(0, A.Design(), rl_alone=1), TypeError, "rl_alone"),
 ]
 
 
