@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lib import validate
-from lib.moe_leverage import efficiency_leverage
+from lib.moe_leverage import efficiency_leverage, isoflop_frontier
 
 
 # ----------------------------------------------------------------------------- the task
@@ -435,6 +435,8 @@ def toy_leverage(table):
     ladder of the same budget (`efficiency_leverage`); EL_router counts the router's FLOPs.
     Returns the non-dense rows with EL, EL_router and in_range added.
     """
+    import pandas as pd
+
     missing = {"dense", "budget", "C", "M", "M_router", "D", "loss"} - set(table.columns)
     if missing:
         raise ValueError(f"table lacks columns {sorted(missing)}; pass toy_table(...)")
@@ -449,8 +451,6 @@ def toy_leverage(table):
         out.append(moe)
     if not out:
         raise ValueError("no budget has both a dense ladder (>= 2 models) and another model")
-    import pandas as pd
-
     return pd.concat(out, ignore_index=True)
 
 
@@ -479,8 +479,6 @@ def frontier_leverage(table, A_values: Sequence[float], C_unit: float, d_expert:
     Returns a DataFrame: A, level = log2(C / C_unit), C, L, N_opt, interior, EL, in_range.
     """
     import pandas as pd
-
-    from lib.moe_leverage import isoflop_frontier
 
     C_unit = validate.real("C_unit", C_unit, low=0, low_open=True)
     dense = table[table.dense]
