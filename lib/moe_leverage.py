@@ -6,11 +6,13 @@ an MoE model is worth. This module holds
 - the EL estimator: log-log interpolation of a dense loss-vs-compute curve, flagging (never
   extrapolating) losses outside the dense range;
 - fits of the law's pieces: log EL = a_A log A_hat (Eq. 10), the compute-dependent exponent
-  alpha = a + d log10 C (Eq. 13 at fixed G), a held-out test of it, and within-group slopes;
-- chapter 2's toy: a Zipf-weighted associative memory (random keys to random values) that
-  dense and MoE ReLU MLPs must store, all trained in lockstep on the same batches, with
-  warmup-stable-decay branches giving several step budgets from one run;
-- a loader for Clark et al. (2022)'s dense and routed runs (`data/clark2022/`) and their EL.
+  alpha = a + d log10 C (Eq. 13 at fixed G), a held-out comparison of the two, within-group
+  slopes;
+- the compute-optimal frontier of a model family from isoFLOP runs, and the peak of a
+  parabola with a bootstrap interval (the granularity optimum);
+- loaders for Clark et al. (2022)'s dense and routed runs (`data/clark2022/`), their EL, and
+  where their dense runs put the compute-optimal size.
+Chapter 2's toy (the models and their training) is `lib.moe_toy`.
 """
 
 from __future__ import annotations
@@ -109,7 +111,7 @@ class Leverage:
     in_range: np.ndarray
 
 
-def dense_frontier(C, L) -> tuple[np.ndarray, np.ndarray]:
+def monotone_curve(C, L) -> tuple[np.ndarray, np.ndarray]:
     """Monotone dense curve: (log C, log L) with log L made non-increasing by isotonic regression.
 
     Where the regression ties points, only the smallest C of a tie is kept (the least compute
@@ -133,7 +135,7 @@ def efficiency_leverage(C_dense, L_dense, C_moe, L_moe) -> Leverage:
     C in FLOPs, L > 0 (loss or excess loss). Losses outside [min, max] of the monotone dense
     curve are flagged (in_range False, EL NaN), never extrapolated.
     """
-    logC, logL = dense_frontier(C_dense, L_dense)
+    logC, logL = monotone_curve(C_dense, L_dense)
     C_moe = validate.array("C_moe", C_moe, positive=True)
     L_moe = validate.array("L_moe", L_moe, positive=True)
     validate.same_length(C_moe=C_moe, L_moe=L_moe)
@@ -192,7 +194,8 @@ def fit_activation_law(
 
 @dataclass(frozen=True)
 class JointFit:
-    """ln EL = (a + d log10 C) ln A_hat(A; A_start): Eq. 13 at one granularity."""
+    """ln EL = (a + d log10 C) ln A_hat(A; A_start): Eq. 13 at one granularity (d = 0 for the
+    activation-only law, Eq. 10)."""
 
     a: float
     d: float
@@ -210,33 +213,38 @@ class JointFit:
 A_START_GRID = np.geomspace(1e-4, 0.5, 241)  # candidate A_start of the profile fit (3.6% apart)
 
 
-def _joint_lstsq(x: np.ndarray, log10_C: np.ndarray, y: np.ndarray):
-    """Least squares of y = (a + d log10_C) x for each row of x (S, n): a, d, SSE, each (S,)."""
+def _joint_lstsq(x: np.ndarray, log10_C: np.ndarray, y: np.ndarray, compute: bool):
+    """Least squares of y = (a + d log10_C) x (d = 0 unless `compute`) for each row of x
+    (S, n): a, d, SSE, each (S,)."""
     u, v = x, x * log10_C  # the two regressors
     suu, suv, svv = (u * u).sum(1), (u * v).sum(1), (v * v).sum(1)
     suy, svy = (u * y).sum(1), (v * y).sum(1)
-    det = suu * svv - suv**2
-    with np.errstate(divide="ignore", invalid="ignore"):  # det = 0: a, d, SSE are NaN, skipped
-        a = (svv * suy - suv * svy) / det
-        d = (suu * svy - suv * suy) / det
+    with np.errstate(divide="ignore", invalid="ignore"):  # a singular fit gives NaN, skipped
+        if compute:
+            det = suu * svv - suv**2
+            a, d = (svv * suy - suv * svy) / det, (suu * svy - suv * suy) / det
+        else:
+            a, d = suy / suu, np.zeros_like(suu)
         return a, d, ((y - a[:, None] * u - d[:, None] * v) ** 2).sum(1)
 
 
-def fit_joint_law(A, C, EL, A_start: float | None = None) -> JointFit:
+def fit_joint_law(A, C, EL, A_start: float | None = None, compute: bool = True) -> JointFit:
     """Fit a and d of ln EL = (a + d log10 C) ln A_hat by least squares on ln EL.
 
     A in (0, 1], C in FLOPs, EL > 0 (1-D, equal lengths >= 3). A_start=None also fits A_start,
-    profiling it over A_START_GRID (vectorised: the held-out bootstrap refits it hundreds of
-    times); a number keeps it fixed. A_max stays TIAN2025's (no saturation at toy scale).
+    profiling it over A_START_GRID (vectorised: a bootstrap refits it hundreds of times); a
+    number keeps it fixed. compute=False fixes d = 0: the activation-only law (Eq. 10).
+    A_max stays TIAN2025's (no saturation at these scales).
     """
     pts = _points(3, A=A, C=C, EL=EL)
+    validate.boolean("compute", compute)
     if A_start is None:
         starts = A_START_GRID
     else:
         starts = np.array([validate.real("A_start", A_start, low=0, low_open=True, high=1)])
     shift = 1.0 / (1.0 / starts - 1.0 / TIAN2025.A_max)  # Eq. 10 for every candidate A_start
     x = -np.log(1.0 / (pts["A"] + shift[:, None]) + 1.0 / TIAN2025.A_max)  # ln A_hat, (S, n)
-    a, d, sse = _joint_lstsq(x, np.log10(pts["C"]), np.log(pts["EL"]))
+    a, d, sse = _joint_lstsq(x, np.log10(pts["C"]), np.log(pts["EL"]), compute)
     if not np.isfinite(sse).any():
         raise ValueError("A and C do not determine a and d (e.g. all A = 1, or one C only)")
     best = int(np.nanargmin(sse))
@@ -244,41 +252,59 @@ def fit_joint_law(A, C, EL, A_start: float | None = None) -> JointFit:
 
 
 @dataclass(frozen=True)
-class HeldOutTest:
-    """Mean |ln EL_predicted - ln EL| on held-out points, its 95% bootstrap interval, the fit."""
+class LawComparison:
+    """Held-out mean |ln EL_predicted - ln EL| of the joint law (Eq. 13: a, d) and of the
+    activation-only law (Eq. 10: d = 0), their paired difference (joint - activation-only;
+    negative when the joint law predicts better), 95% bootstrap intervals (empty without a
+    bootstrap) and the two fits."""
 
-    error: float
-    ci: tuple[float, float]
-    fit: JointFit
+    joint: float
+    activation: float
+    difference: float
+    ci: dict[str, tuple[float, float]]
+    joint_fit: JointFit
+    activation_fit: JointFit
     n_train: int
     n_test: int
 
 
-def heldout_joint_law(A, C, EL, train, n_bootstrap: int = 400, seed: int = 0) -> HeldOutTest:
-    """Fit Eq. 13 (a, d, A_start) on points where `train` is True, score it on the rest.
+def compare_laws(A, C, EL, train, n_bootstrap: int = 0, seed: int = 0,
+                 A_start: float | None = None) -> LawComparison:  # fmt: skip
+    """Fit Eq. 13 (a, d) and its activation-only rival (a; d = 0) on points where `train` is
+    True, and score both on the rest. A_start: fixed, or None to fit it for each law.
 
-    The interval resamples training and held-out points separately (each with replacement)
-    and refits every time, so it carries the uncertainty of the fit and of the score.
+    The bootstrap resamples training and held-out points separately (each with replacement)
+    and refits both laws on the same draw, so the difference is paired and each interval
+    carries the uncertainty of the fits and of the score.
     """
-    pts = _points(6, A=A, C=C, EL=EL)
+    pts = _points(4, A=A, C=C, EL=EL)
     train = np.asarray(train)
     if train.dtype != bool or train.shape != pts["A"].shape:
         raise TypeError(f"train must be a boolean mask of {len(pts['A'])} entries")
     tr, te = np.flatnonzero(train), np.flatnonzero(~train)
-    if min(len(tr), len(te)) < 3:
-        raise ValueError(f"train needs >= 3 points on each side, got {len(tr)} and {len(te)}")
-    validate.integer("n_bootstrap", n_bootstrap, minimum=1)
+    if len(tr) < 3 or len(te) < 1:
+        raise ValueError(f"train needs >= 3 training and >= 1 held-out points, got {len(tr)} "
+                         f"and {len(te)}")  # fmt: skip
+    validate.integer("n_bootstrap", n_bootstrap, minimum=0)
 
-    def score(i_train: np.ndarray, i_test: np.ndarray) -> tuple[float, JointFit]:
-        fit = fit_joint_law(*(pts[k][i_train] for k in ("A", "C", "EL")))
-        pred = fit.predict(pts["A"][i_test], pts["C"][i_test])
-        return float(np.mean(np.abs(np.log(pred / pts["EL"][i_test])))), fit
+    def score(i_train: np.ndarray, i_test: np.ndarray) -> tuple[np.ndarray, list[JointFit]]:
+        fits = [fit_joint_law(*(pts[k][i_train] for k in ("A", "C", "EL")), A_start=A_start,
+                              compute=compute) for compute in (True, False)]  # fmt: skip
+        errors = [np.mean(np.abs(np.log(f.predict(pts["A"][i_test], pts["C"][i_test])
+                                        / pts["EL"][i_test]))) for f in fits]  # fmt: skip
+        return np.array([errors[0], errors[1], errors[0] - errors[1]]), fits
 
     rng = np.random.default_rng(validate.integer("seed", seed, minimum=0))
-    draws = [score(rng.choice(tr, len(tr)), rng.choice(te, len(te)))[0] for _ in range(n_bootstrap)]
-    error, fit = score(tr, te)
-    ci = (float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5)))
-    return HeldOutTest(error, ci, fit, len(tr), len(te))
+    (joint, activation, difference), fits = score(tr, te)
+    ci = {}
+    if n_bootstrap:
+        draws = np.array([score(rng.choice(tr, len(tr)), rng.choice(te, len(te)))[0]
+                          for _ in range(n_bootstrap)])  # fmt: skip
+        lo, hi = np.percentile(draws, [2.5, 97.5], axis=0)
+        ci = {k: (float(lo[i]), float(hi[i]))
+              for i, k in enumerate(("joint", "activation", "difference"))}  # fmt: skip
+    return LawComparison(float(joint), float(activation), float(difference), ci, fits[0],
+                         fits[1], len(tr), len(te))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -315,386 +341,89 @@ def fit_within_slope(x, y, groups, n_bootstrap: int = 2000, seed: int = 0) -> Wi
     return WithinSlopeFit(b=solve(np.arange(len(x)))["b"], ci=ci)
 
 
-# ----------------------------------------------------------------------------- the toy
-@dataclass(frozen=True)
-class ToyConfig:
-    """Settings of the toy: the memory task, and the optimiser every model shares.
+# ----------------------------------------------------------------------------- frontier, optimum
+def isoflop_frontier(C, N, L):
+    """The compute-optimal frontier of one model family from runs at (C, N, L).
 
-    Task: n_keys keys in R^d_in, values in R^d_out, key k queried with probability
-    proportional to (k + zipf_shift)^-zipf (a shift flattens the head, so no single key
-    dominates the loss). Adam (betas 0.9, 0.99) without weight decay on batches of keys drawn
-    from p; warmup-stable-decay learning rate: linear warmup, constant lr, then linear decay
-    to 0 over the last decay_frac of a budget. balance is the Switch load-balancing
-    coefficient (0.01, as in Tian et al. 2025).
-    """
-
-    n_keys: int = 1024
-    d_in: int = 16
-    d_out: int = 8
-    zipf: float = 1.2
-    zipf_shift: float = 0.0
-    batch: int = 128
-    lr: float = 3e-3
-    warmup: int = 25
-    decay_frac: float = 0.2
-    balance: float = 0.01
-
-    def __post_init__(self) -> None:
-        validate.integer("n_keys", self.n_keys, minimum=2)
-        for name in ("d_in", "d_out", "batch", "warmup"):
-            validate.integer(name, getattr(self, name), minimum=1)
-        validate.real("zipf", self.zipf, low=0)
-        validate.real("zipf_shift", self.zipf_shift, low=0)
-        validate.real("lr", self.lr, low=0, low_open=True, high=1)
-        validate.real("decay_frac", self.decay_frac, low=0, low_open=True, high=1)
-        validate.real("balance", self.balance, low=0)
-
-
-@dataclass(frozen=True, eq=False)
-class MemoryTask:
-    """Associative memory: K random keys (K, d_in) map to random values (K, d_out).
-
-    Key k is queried with probability p_k proportional to k^-zipf. Values are independent of
-    the keys, so a model can only store them: parameters, not FLOPs, limit the loss
-    L(f) = sum_k p_k |f(x_k) - y_k|^2 / d_out (0 for perfect recall, about 1 for f = 0).
-    """
-
-    keys: np.ndarray  # (K, d_in), standard normal
-    values: np.ndarray  # (K, d_out), standard normal
-    p: np.ndarray  # (K,) query probabilities, decreasing
-
-    def loss_of(self, predictions) -> np.ndarray:
-        """Exact loss of predictions (..., K, d_out) at every key: (...,), no sampling noise."""
-        predictions = validate.array("predictions", predictions, ndim=None)
-        if predictions.shape[-2:] != self.values.shape:
-            raise ValueError(f"predictions must end in (K, d_out) = {self.values.shape}, "
-                             f"got shape {predictions.shape}")  # fmt: skip
-        return ((predictions - self.values) ** 2).mean(axis=-1) @ self.p
-
-
-def _check_config(config) -> ToyConfig:
-    if not isinstance(config, ToyConfig):
-        raise TypeError(f"config must be a ToyConfig, got {type(config).__name__}")
-    return config
-
-
-def make_memory_task(config: ToyConfig, seed: int) -> MemoryTask:
-    """A MemoryTask of `config`'s size with Gaussian keys and values, drawn from `seed`."""
-    _check_config(config)
-    rng = np.random.default_rng(validate.integer("seed", seed, minimum=0))
-    p = (np.arange(1, config.n_keys + 1) + config.zipf_shift) ** -config.zipf
-    keys = rng.standard_normal((config.n_keys, config.d_in))
-    return MemoryTask(keys, rng.standard_normal((config.n_keys, config.d_out)), p / p.sum())
-
-
-@dataclass(frozen=True)
-class MLPSpec:
-    """One toy model: a ReLU MLP whose hidden layer is n_experts experts of width d_expert,
-    top_k of them used per key. A dense MLP of width h is MLPSpec(1, 1, h) (`dense_mlp`)."""
-
-    n_experts: int
-    top_k: int
-    d_expert: int
-
-    def __post_init__(self) -> None:
-        validate.integer("n_experts", self.n_experts, minimum=1)
-        validate.integer("d_expert", self.d_expert, minimum=1)
-        validate.integer("top_k", self.top_k, minimum=1, maximum=self.n_experts)
-
-    @property
-    def dense(self) -> bool:
-        return self.n_experts == 1
-
-    @property
-    def A(self) -> float:
-        """Activation ratio A = top_k / n_experts (Tian et al. 2025, Sec. 2; no shared expert)."""
-        return self.top_k / self.n_experts
-
-    @property
-    def units(self) -> int:
-        """Hidden units stored: n_experts * d_expert."""
-        return self.n_experts * self.d_expert
-
-    def granularity(self, d_in: int) -> float:
-        """G = 2 d_in / d_expert: the paper's 2 d_model / d_expert, input width as d_model."""
-        return 2.0 * validate.integer("d_in", d_in, minimum=1) / self.d_expert
-
-    def flops(self, d_in: int, d_out: int, router: bool = False) -> float:
-        """Forward FLOPs per key: 2 top_k d_expert (d_in + d_out), + 2 d_in E with the router."""
-        d_in = validate.integer("d_in", d_in, minimum=1)
-        d_out = validate.integer("d_out", d_out, minimum=1)
-        active = 2.0 * self.top_k * self.d_expert * (d_in + d_out)
-        return active + (2.0 * d_in * self.n_experts if router and not self.dense else 0.0)
-
-
-def dense_mlp(width: int) -> MLPSpec:
-    """A dense ReLU MLP of hidden width `width`."""
-    return MLPSpec(1, 1, validate.integer("width", width, minimum=1))
-
-
-class _Bank:
-    """Many independent MLPs held in one flat parameter vector and trained on the same batches.
-
-    Model m owns hidden columns `cols[m]` of W1 (d_in, H) (dense models first, then MoE
-    models), rows of W2 (H, d_out), its output bias b2[m] and its experts' columns of the
-    router Wr (d_in, E_total). No parameter is shared, so the gradient of the summed loss is
-    each model's own gradient, and Adam (elementwise) moves each model exactly as if it were
-    trained alone, while one numpy call serves all models. Backprop is written out because
-    torch would add ~8 s of import per worker to a chapter that must run in 50 s.
-    """
-
-    def __init__(self, specs: list[MLPSpec], d_in: int, d_out: int, seed: int, dtype=np.float32):
-        self.specs, self.d_out = list(specs), d_out
-        dense = [m for m, s in enumerate(specs) if s.dense]
-        self.moe = [m for m, s in enumerate(specs) if not s.dense]
-        self.cols, self.experts, col, first = {}, {}, 0, 0
-        for m in dense + self.moe:  # hidden units: dense models first, then MoE models
-            self.cols[m], col = slice(col, col + specs[m].units), col + specs[m].units
-        for m in self.moe:  # router columns of each MoE model
-            n = specs[m].n_experts
-            self.experts[m], first = slice(first, first + n), first + n
-        self.h_dense = sum(specs[m].units for m in dense)
-        # per-expert constants of the MoE block, experts in the order of self.moe
-        n_experts = np.array([specs[m].n_experts for m in self.moe], dtype=int)
-        top_k = np.array([specs[m].top_k for m in self.moe], dtype=int)
-        self.group_n, self.group_start = n_experts, np.cumsum(n_experts) - n_experts
-        self.expert_n, self.expert_k = np.repeat(n_experts, n_experts), np.repeat(top_k, n_experts)
-        self.expert_width = np.repeat([specs[m].d_expert for m in self.moe], n_experts).astype(int)
-        self.unit_start = np.cumsum(self.expert_width) - self.expert_width
-        self.sort_key = np.repeat(np.arange(len(self.moe)), n_experts) * 1e6  # keeps models apart
-        self.kth = np.cumsum(n_experts) - top_k  # sorted column of each model's k-th largest
-        self._init_params(d_in, col, first, seed, dtype)
-
-    def _init_params(self, d_in: int, H: int, E: int, seed: int, dtype) -> None:
-        """Views into one flat vector. Each model draws its He-init W1 columns and N(0, 1/d_in)
-        router from its own stream, so it starts as it would alone; W2 = 0 (f = 0)."""
-        shapes = {"W1": (d_in, H), "b1": (H,), "W2": (H, self.d_out),
-                  "b2": (len(self.specs), self.d_out), "Wr": (d_in, E)}  # fmt: skip
-        self.theta = np.zeros(sum(math.prod(s) for s in shapes.values()), dtype)
-        self.grad = np.zeros_like(self.theta)
-        self.p, self.g, start = {}, {}, 0
-        for name, shape in shapes.items():
-            stop = start + math.prod(shape)
-            self.p[name] = self.theta[start:stop].reshape(shape)
-            self.g[name] = self.grad[start:stop].reshape(shape)
-            start = stop
-        w1_scale, wr_scale = math.sqrt(2 / d_in), 1 / math.sqrt(d_in)
-        for m, stream in enumerate(np.random.SeedSequence(seed).spawn(len(self.specs))):
-            rng, s = np.random.default_rng(stream), self.specs[m]
-            self.p["W1"][:, self.cols[m]] = w1_scale * rng.standard_normal((d_in, s.units))
-            if not s.dense:
-                self.p["Wr"][:, self.experts[m]] = wr_scale * rng.standard_normal(
-                    (d_in, s.n_experts)
-                )
-
-    def _group(self, x: np.ndarray) -> np.ndarray:
-        """Sum of x (B, E_total) over each MoE model's experts, repeated back to (B, E_total)."""
-        return np.repeat(np.add.reduceat(x, self.group_start, axis=1), self.group_n, axis=1)
-
-    def _route(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Top-k routing of every MoE model: softmax probabilities p, chosen mask and gates
-        w = p / (sum of chosen p) on the chosen experts (renormalised, as in Mixtral); (B, E)."""
-        logits = X @ self.p["Wr"]
-        peak = np.maximum.reduceat(logits, self.group_start, axis=1)
-        z = np.exp(logits - np.repeat(peak, self.group_n, axis=1))
-        probs = z / self._group(z)
-        key = logits + self.sort_key  # float64: each model's experts sort as one block
-        kth = np.sort(key, axis=1)[:, self.kth]  # (B, n_models)
-        chosen = key >= np.repeat(kth, self.group_n, axis=1)  # the top_k logits of each model
-        gates = np.where(chosen, probs, 0.0)
-        return probs, chosen, gates / self._group(gates)
-
-    def forward(self, X: np.ndarray) -> dict:
-        """Pre-activations Z and gated activations S (B, H), outputs (M, B, d_out), routes and
-        the ungated activations of the MoE block."""
-        Z = X @ self.p["W1"]
-        Z += self.p["b1"]
-        S = np.maximum(Z, 0.0)
-        f = {"Z": Z, "S": S}
-        if self.moe:
-            f["routes"] = self._route(X)
-            f["ungated"] = S[:, self.h_dense :].copy()
-            S[:, self.h_dense :] *= np.repeat(f["routes"][2], self.expert_width, axis=1)
-        W2 = self.p["W2"]
-        outs = [S[:, c] @ W2[c] for c in (self.cols[m] for m in range(len(self.specs)))]
-        f["out"] = np.stack(outs) + self.p["b2"][:, None]
-        return f
-
-    def backward(self, X: np.ndarray, Y: np.ndarray, balance: float) -> np.ndarray:
-        """Fill self.grad with the gradient of sum_m (L_m + balance loss_m); return L_m (M,)."""
-        f = self.forward(X)
-        B, W2, G = len(X), self.p["W2"], self.g
-        resid = f["out"] - Y  # (M, B, d_out)
-        d_out = resid * (2.0 / (B * self.d_out))
-        G["b2"][:] = d_out.sum(axis=1)
-        dZ = np.empty_like(f["S"])  # dS first, then dZ in place
-        for m, c in self.cols.items():
-            G["W2"][c] = f["S"][:, c].T @ d_out[m]
-            np.matmul(d_out[m], W2[c].T, out=dZ[:, c])
-        if self.moe:
-            dS_moe = dZ[:, self.h_dense :]
-            G["Wr"][:] = X.T @ self._router_grad(f, dS_moe, balance)
-            dS_moe *= np.repeat(f["routes"][2], self.expert_width, axis=1)
-        dZ *= f["Z"] > 0
-        G["W1"][:] = X.T @ dZ
-        G["b1"][:] = dZ.sum(axis=0)
-        return (resid**2).mean(axis=(1, 2))
-
-    def _router_grad(self, f: dict, dS: np.ndarray, balance: float) -> np.ndarray:
-        """d(loss)/d(router logits) (B, E_total) from dS (B, H_moe): gates and balance loss."""
-        probs, chosen, w = f["routes"]
-        d_w = np.add.reduceat(dS * f["ungated"], self.unit_start, axis=1)  # (B, E_total)
-        wd = w * d_w
-        d_logits = wd - w * self._group(wd)  # softmax over the chosen experts
-        # Switch balance loss coef * E * sum_i f_i P_i (Fedus et al. 2022, Eq. 4), f_i fixed
-        d_p = balance * self.expert_n * chosen.mean(axis=0) / self.expert_k / len(probs)
-        pd = probs * d_p
-        return d_logits + pd - probs * self._group(pd)
-
-    def exact_loss(self, task: MemoryTask) -> np.ndarray:
-        """Exact loss of every model (M,) over all keys."""
-        return task.loss_of(self.forward(task.keys.astype(self.theta.dtype))["out"])
-
-    def load_entropy(self, task: MemoryTask) -> np.ndarray:
-        """Entropy of the p-weighted expert load / log E of every model (NaN for dense)."""
-        out = np.full(len(self.specs), np.nan)
-        if self.moe:
-            chosen = self._route(task.keys.astype(self.theta.dtype))[1]
-            load = task.p @ chosen / self.expert_k  # (E_total,), sums to 1 per model
-            plogp = np.where(load > 0, load * np.log(np.where(load > 0, load, 1.0)), 0.0)
-            out[self.moe] = -np.add.reduceat(plogp, self.group_start) / np.log(self.group_n)
-        return out
-
-
-@dataclass(frozen=True)
-class BankResult:
-    """Exact loss (n_budgets, n_models) at the end of each budget, and the routing-load
-    entropy / log E of every MoE (1 = perfectly balanced; NaN for dense models)."""
-
-    budgets: tuple[int, ...]
-    loss: np.ndarray
-    load_entropy: np.ndarray
-
-
-def wsd_lr(step: int, total: int, config: ToyConfig) -> float:
-    """Learning rate at `step` (0-based) of a run of `total` steps (warmup-stable-decay)."""
-    total = validate.integer("total", total, minimum=1)
-    validate.integer("step", step, minimum=0, maximum=total - 1)
-    _check_config(config)
-    n_decay = max(1, round(config.decay_frac * total))
-    if step < config.warmup:
-        return config.lr * (step + 1) / config.warmup
-    return config.lr * min(1.0, (total - step) / n_decay)
-
-
-class _Adam:
-    """Adam on a flat parameter vector (Kingma & Ba 2015), betas (0.9, 0.99), no decay."""
-
-    def __init__(self, theta: np.ndarray):
-        self.theta, self.m, self.v, self.t = theta, np.zeros_like(theta), np.zeros_like(theta), 0
-
-    def step(self, grad: np.ndarray, lr: float, b1: float = 0.9, b2: float = 0.99) -> None:
-        self.t += 1
-        self.m *= b1
-        self.m += (1 - b1) * grad
-        self.v *= b2
-        self.v += (1 - b2) * grad * grad
-        m_hat = self.m / (1 - b1**self.t)
-        self.theta -= lr * m_hat / (np.sqrt(self.v / (1 - b2**self.t)) + 1e-8)
-
-    def state(self) -> tuple:
-        return self.theta.copy(), self.m.copy(), self.v.copy(), self.t
-
-    def restore(self, state: tuple) -> None:
-        self.theta[:], self.m[:], self.v[:], self.t = state[0], state[1], state[2], state[3]
-
-
-def _check_specs(specs) -> list[MLPSpec]:
-    if isinstance(specs, MLPSpec) or not all(isinstance(s, MLPSpec) for s in specs) or not specs:
-        raise TypeError("specs must be a non-empty list of MLPSpec (see dense_mlp, MLPSpec)")
-    return list(specs)
-
-
-def train_bank(task: MemoryTask, specs, budgets, config: ToyConfig, seed: int) -> BankResult:
-    """Train every model of `specs` on the same batches, once for each step budget.
-
-    One warmup-stable run serves all budgets: each budget branches off at its decay start and
-    decays to 0 (WSD branches, Hagele et al. 2024), so budgets 250, 500, 1000 cost 1000 +
-    0.2 (250 + 500) steps, and each branch equals a run trained alone to that budget.
-    """
-    specs = _check_specs(specs)
-    budgets = sorted(validate.integer("budgets[i]", b, minimum=1) for b in budgets)
-    _check_config(config)
-    if not isinstance(task, MemoryTask) or task.keys.shape[1] != config.d_in:
-        raise TypeError(f"task must be a MemoryTask of config's size (make_memory_task), "
-                        f"got {type(task).__name__}")  # fmt: skip
-    init, data = np.random.SeedSequence(validate.integer("seed", seed, minimum=0)).spawn(2)
-    bank = _Bank(specs, config.d_in, config.d_out, int(init.generate_state(1)[0]))
-    idx = np.random.default_rng(data).choice(len(task.p), (budgets[-1], config.batch), p=task.p)
-    keys, values = task.keys.astype(bank.theta.dtype), task.values.astype(bank.theta.dtype)
-    adam, done, loss, entropy = _Adam(bank.theta), 0, [], []
-    for total in budgets:
-        start = total - max(1, round(config.decay_frac * total))
-        if start < config.warmup:
-            raise ValueError(f"budget {total} would decay before warmup={config.warmup} ends")
-        for step in range(done, total):  # the shared trunk up to `start`, then this branch
-            bank.backward(keys[idx[step]], values[idx[step]], config.balance)
-            adam.step(bank.grad, wsd_lr(step, total, config))
-            if step + 1 == start:
-                trunk = adam.state()
-        loss.append(bank.exact_loss(task))
-        entropy.append(bank.load_entropy(task))
-        adam.restore(trunk)
-        done = start
-    return BankResult(tuple(budgets), np.array(loss), np.array(entropy))
-
-
-def run_toy_replicate(config: ToyConfig, specs, budgets, seed: int) -> BankResult:
-    """One replicate: draw the task, the initialisation and the batch order from `seed`, then
-    train every model of `specs` to every budget (a job for `lib.runs.run_jobs`)."""
-    task_seed, train_seed = np.random.SeedSequence(validate.integer("seed", seed, minimum=0)).spawn(
-        2
-    )
-    task = make_memory_task(config, int(task_seed.generate_state(1)[0]))
-    return train_bank(task, specs, budgets, config, int(train_seed.generate_state(1)[0]))
-
-
-def toy_leverage(loss, specs, budgets, config: ToyConfig):
-    """EL of every MoE model at every budget against the dense models of the same budget.
-
-    loss: (n_budgets, n_models) exact losses of `specs` (BankResult.loss). C = M D with M the
-    training FLOPs per key (3 x forward; router excluded as in the paper, and included) and D
-    the keys seen. Returns a DataFrame with one row per (budget, MoE model).
+    C: training FLOPs, N: model size (any positive measure, e.g. FLOPs per token), L: loss; runs
+    with equal C (to 1e-6 in log2 C) form an isoFLOP curve. At each C the optimum is the vertex
+    of the parabola in (ln N, ln L) through the lowest loss and its two neighbours (a local
+    version of approach 2 of Hoffmann et al. 2022). `interior` is False when the lowest loss
+    sits at the smallest or largest N trained at that C (the optimum may lie outside the sizes
+    trained); then L and N_opt are those of the lowest run. Returns a DataFrame with C, L,
+    N_opt, interior, n_runs, one row per C with at least 3 runs, C increasing.
     """
     import pandas as pd
 
-    specs, config = _check_specs(specs), _check_config(config)
-    budgets = [validate.integer("budgets[i]", b, minimum=1) for b in budgets]
-    loss = validate.array("loss", loss, ndim=2, positive=True)
-    if loss.shape != (len(budgets), len(specs)):
-        raise ValueError(f"loss must be (budgets, models) = {(len(budgets), len(specs))}, "
-                         f"got {loss.shape}")  # fmt: skip
-    dense = np.array([s.dense for s in specs])
-    M = np.array([3 * s.flops(config.d_in, config.d_out) for s in specs])
-    M_router = np.array([3 * s.flops(config.d_in, config.d_out, router=True) for s in specs])
+    C = validate.array("C", C, positive=True, min_size=3)
+    N = validate.array("N", N, positive=True)
+    L = validate.array("L", L, positive=True)
+    validate.same_length(C=C, N=N, L=L)
     rows = []
-    for budget, L in zip(budgets, loss, strict=True):
-        D = float(budget * config.batch)
-        lev = efficiency_leverage(M[dense] * D, L[dense], M[~dense] * D, L[~dense])
-        lev_r = efficiency_leverage(M[dense] * D, L[dense], M_router[~dense] * D, L[~dense])
-        for j, m in enumerate(np.flatnonzero(~dense)):
-            s = specs[m]
-            rows.append({
-                "budget": budget, "E": s.n_experts, "k": s.top_k, "d_expert": s.d_expert,
-                "A": s.A, "G": s.granularity(config.d_in), "C": M[m] * D, "loss": L[m],
-                "EL": lev.EL[j], "EL_router": lev_r.EL[j], "in_range": bool(lev.in_range[j]),
-            })  # fmt: skip
-    return pd.DataFrame(rows)
+    for level in np.unique(np.round(np.log2(C), 6)):
+        at = np.flatnonzero(np.round(np.log2(C), 6) == level)
+        if len(at) < 3:
+            continue
+        at = at[np.argsort(N[at])]
+        x, y = np.log(N[at]), np.log(L[at])
+        i = int(np.argmin(y))
+        interior = 0 < i < len(at) - 1
+        x_opt, y_opt = x[i], y[i]
+        if interior:
+            c2, c1, c0 = np.polyfit(x[i - 1 : i + 2], y[i - 1 : i + 2], 2)
+            x_opt = -c1 / (2 * c2)
+            y_opt = c0 + c1 * x_opt + c2 * x_opt**2
+        rows.append({"C": float(np.exp(np.log(C[at]).mean())), "L": float(np.exp(y_opt)),
+                     "N_opt": float(np.exp(x_opt)), "interior": interior,
+                     "n_runs": len(at)})  # fmt: skip
+    return pd.DataFrame(rows, columns=["C", "L", "N_opt", "interior", "n_runs"])
+
+
+@dataclass(frozen=True)
+class OptimumFit:
+    """Where a parabola fitted to y(x) peaks, clipped to the grid [x_min, x_max], its 95%
+    bootstrap interval over replicates, and the parabola's curvature (2 c2; < 0 is concave)."""
+
+    x_opt: float
+    ci: tuple[float, float]
+    curvature: float
+    curvature_ci: tuple[float, float]
+
+
+def _peak(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Peak of the least-squares parabola y = c2 x^2 + c1 x + c0 over [min x, max x], and 2 c2."""
+    c2, c1, c0 = np.polyfit(x, y, 2)
+    lo, hi = float(x.min()), float(x.max())
+    if c2 < 0:
+        return float(np.clip(-c1 / (2 * c2), lo, hi)), 2 * c2
+    edges = np.array([lo, hi])  # convex or straight: the peak over the grid is an edge
+    return float(edges[np.argmax(np.polyval([c2, c1, c0], edges))]), 2 * c2
+
+
+def fit_optimum(x, Y, n_bootstrap: int = 1000, seed: int = 0) -> OptimumFit:
+    """Peak of y over the grid x (n,) from replicate curves Y (R, n): the parabola through the
+    mean curve, with a 95% percentile interval from resampling replicates (rows).
+
+    The interval is widened, if needed, to hold the estimate. An optimum whose interval stays
+    inside (x_min, x_max) is interior; one that reaches an edge is not resolved from it.
+    """
+    x = validate.array("x", x, min_size=3)
+    Y = validate.array("Y", Y, ndim=2)
+    if Y.shape[1] != len(x) or Y.shape[0] < 2:
+        raise ValueError(f"Y must be (replicates >= 2, {len(x)}), got shape {Y.shape}")
+    validate.integer("n_bootstrap", n_bootstrap, minimum=1)
+    rng = np.random.default_rng(validate.integer("seed", seed, minimum=0))
+    x_opt, curvature = _peak(x, Y.mean(axis=0))
+    draws = np.array([_peak(x, Y[rng.integers(0, len(Y), len(Y))].mean(axis=0))
+                      for _ in range(n_bootstrap)])  # fmt: skip
+    (lo, c_lo), (hi, c_hi) = np.percentile(draws, [2.5, 97.5], axis=0)
+    return OptimumFit(x_opt, (min(lo, x_opt), max(hi, x_opt)), curvature,
+                      (min(c_lo, curvature), max(c_hi, curvature)))  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- Clark et al.
-def load_clark_final(path: Path | None = None):
-    """Last evaluation of every run in Clark et al. 2022's `curves.csv.gz` (one row per run).
+def load_clark_curves(path: Path | None = None):
+    """Every evaluation after step 0 of every run in Clark et al. 2022's `curves.csv.gz`.
 
     Adds `C` = flops_per_step * step (training FLOPs as the dataset counts them, router
     included) and `A` = k / num_experts, the activation ratio of the routed layers (1 for
@@ -706,29 +435,81 @@ def load_clark_final(path: Path | None = None):
     if not path.is_file():
         raise ValueError(f"path={str(path)!r} does not exist; pass the Clark et al. curves file")
     runs = pd.read_csv(path)
-    last = runs.sort_values("step").groupby("hyper_id").tail(1).copy()
-    last["C"] = last["flops_per_step"] * last["step"]
-    last["A"] = np.where(last["router_type"] == "Dense", 1.0, last["k"] / last["num_experts"])
+    runs = runs[runs.step > 0].copy()
+    runs["C"] = runs["flops_per_step"] * runs["step"]
+    runs["A"] = np.where(runs["router_type"] == "Dense", 1.0, runs["k"] / runs["num_experts"])
+    return runs.sort_values(["router_type", "dense_parameter_count", "num_experts", "step"])
+
+
+def load_clark_final(path: Path | None = None):
+    """The last evaluation of every run (one row per run; columns as `load_clark_curves`)."""
+    curves = load_clark_curves(path)
+    last = curves.sort_values("step").groupby("hyper_id").tail(1)
     return last.sort_values(["router_type", "dense_parameter_count", "num_experts"])
 
 
 CLARK_ROUTERS = ("S-Base", "RL-R", "Hash")
 
 
-def clark_leverage(runs, router: str = "S-Base"):
-    """EL of one router's runs against the dense runs of Clark et al. 2022 (final val. loss).
-
-    Base configuration only: top-1, every other layer routed, no FLOP multiplier. The dense
-    curve averages the seeds of each size. Adds `EL` (NaN out of the dense range), `in_range`.
-    """
-    router = validate.choice("router", router, CLARK_ROUTERS)
+def _clark_base(runs):
+    """Clark et al.'s base configuration: top-1, every other layer routed, no FLOP multiplier."""
     missing = {"router_type", "k", "routing_frequency", "flop_increase", "C"} - set(runs.columns)
     if missing:
         raise ValueError(f"runs lacks columns {sorted(missing)}; pass load_clark_final()")
-    base = (runs.k == 1) & (runs.routing_frequency == 0.5) & (runs.flop_increase == 1)
-    dense = runs[base & (runs.router_type == "Dense")].groupby("dense_parameter_count")
+    return runs[(runs.k == 1) & (runs.routing_frequency == 0.5) & (runs.flop_increase == 1)]
+
+
+def clark_leverage(runs, router: str = "S-Base"):
+    """EL of one router's runs against the dense runs of Clark et al. 2022 (final val. loss).
+
+    Base configuration only (`_clark_base`). The dense curve averages the seeds of each size.
+    Adds `EL` (NaN out of the dense range) and `in_range`.
+    """
+    router = validate.choice("router", router, CLARK_ROUTERS)
+    base = _clark_base(runs)
+    dense = base[base.router_type == "Dense"].groupby("dense_parameter_count")
     dense = dense[["C", "loss_validation"]].mean()
-    routed = runs[base & (runs.router_type == router)].copy()
+    routed = base[base.router_type == router].copy()
     lev = efficiency_leverage(dense.C, dense.loss_validation, routed.C, routed.loss_validation)
     routed["EL"], routed["in_range"] = lev.EL, lev.in_range
     return routed
+
+
+def clark_dense_isoflop(curves, n_budgets: int = 16):
+    """Where Clark et al.'s dense runs put the compute-optimal size, budget by budget.
+
+    curves: `load_clark_curves()`. At each of n_budgets compute budgets C (log-spaced over the
+    dense runs' range), every dense size with a checkpoint range covering C gives a loss (ln L
+    interpolated in ln step, seeds averaged); the best size is interior when it is neither the
+    smallest nor the largest size available at that C. Returns a DataFrame with C, N_best,
+    L, n_sizes, interior.
+    """
+    import pandas as pd
+
+    validate.integer("n_budgets", n_budgets, minimum=2)
+    dense = _clark_base(curves)
+    dense = dense[dense.router_type == "Dense"]
+    sizes = {N: g.groupby("step")[["loss_validation", "flops_per_step"]].mean()
+             for N, g in dense.groupby("dense_parameter_count")}  # fmt: skip
+    rows = []
+    for C in np.geomspace(dense.C.min(), dense.C.max(), n_budgets):
+        losses = {}
+        for N, g in sizes.items():
+            steps = C / g.flops_per_step.iloc[0]
+            if g.index.min() <= steps <= g.index.max():
+                losses[N] = float(
+                    np.exp(
+                        np.interp(
+                            np.log(steps),
+                            np.log(g.index.to_numpy()),
+                            np.log(g.loss_validation.to_numpy()),
+                        )
+                    )
+                )
+        if not losses:
+            continue
+        Ns = sorted(losses)
+        best = min(Ns, key=losses.get)
+        rows.append({"C": float(C), "N_best": best, "L": losses[best], "n_sizes": len(Ns),
+                     "interior": Ns[0] < best < Ns[-1]})  # fmt: skip
+    return pd.DataFrame(rows)

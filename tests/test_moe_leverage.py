@@ -1,4 +1,5 @@
-"""Unit tests of lib.moe_leverage: the published law, the EL estimator, fits, the toy, the data."""
+"""Unit tests of lib.moe_leverage: the published law, the EL estimator, fits, the frontier,
+the optimum, the real data."""
 
 from __future__ import annotations
 
@@ -11,30 +12,23 @@ import pytest
 from lib.moe_leverage import (
     TIAN2025,
     JointLawConstants,
-    MLPSpec,
-    ToyConfig,
-    _Bank,
     activation_hat,
+    clark_dense_isoflop,
     clark_leverage,
+    compare_laws,
     compute_slope,
-    dense_mlp,
     efficiency_leverage,
     el_joint,
     fit_activation_law,
     fit_joint_law,
+    fit_optimum,
     fit_within_slope,
     granularity_curvature,
-    heldout_joint_law,
+    isoflop_frontier,
+    load_clark_curves,
     load_clark_final,
-    make_memory_task,
     optimal_granularity,
-    run_toy_replicate,
-    toy_leverage,
-    train_bank,
-    wsd_lr,
 )
-
-SMALL = ToyConfig(n_keys=64, d_in=6, d_out=3, batch=32, warmup=5)
 
 
 # ---------------------------------------------------------------------------- published law
@@ -109,14 +103,27 @@ def test_joint_law_fit_recovers_planted_constants():
     np.testing.assert_allclose(free.predict(A, C), EL, rtol=0.02)
 
 
-def test_heldout_test_scores_a_law_that_holds_near_zero():
+def test_activation_only_law_is_the_joint_law_with_d_zero():
+    A = np.tile([1.0, 0.5, 0.25, 0.125], 3)
+    C = np.repeat([1e8, 1e9, 1e10], 4)
+    EL = activation_hat(A) ** -0.8
+    fit = fit_joint_law(A, C, EL, A_start=TIAN2025.A_start, compute=False)
+    assert fit.d == 0.0 and fit.a == pytest.approx(-0.8, rel=1e-9)
+
+
+def test_compare_laws_prefers_the_joint_law_when_leverage_grows_with_compute():
     A = np.tile([1.0, 0.5, 0.25, 0.125, 0.0625], 4)
     C = np.repeat([1e8, 1e9, 1e10, 1e11], 5)
-    planted = JointLawConstants(0.3, -0.05, 0.0, 0.0, 0.01, TIAN2025.A_max)
+    planted = JointLawConstants(0.3, -0.1, 0.0, 0.0, 0.01, TIAN2025.A_max)
     noise = np.exp(np.random.default_rng(2).normal(0, 0.01, A.size))
-    test = heldout_joint_law(A, C, el_joint(A, 1.0, C, planted) * noise, C < 1e10, 50, seed=3)
-    assert test.error < 0.05 and test.ci[0] <= test.error <= test.ci[1]
-    assert (test.n_train, test.n_test) == (10, 10)
+    EL = el_joint(A, 1.0, C, planted) * noise
+    test = compare_laws(A, C, EL, C < 1e11, 100, seed=3, A_start=0.01)
+    assert test.joint < 0.03 < test.activation
+    assert test.difference == pytest.approx(test.joint - test.activation)
+    assert test.ci["difference"][1] < 0 and (test.n_train, test.n_test) == (15, 5)
+    # without growth the compute term buys nothing on held-out points
+    flat = el_joint(A, 1.0, 1e9, planted) * noise
+    assert compare_laws(A, C, flat, C < 1e11, A_start=0.01).difference > -0.01
 
 
 def test_within_slope_ignores_group_offsets():
@@ -128,101 +135,44 @@ def test_within_slope_ignores_group_offsets():
     assert fit.ci["b"] == pytest.approx((0.3, 0.3), rel=1e-9)
 
 
-# ---------------------------------------------------------------------------- the toy
-def test_memory_task_is_zipf_and_seeded():
-    task = make_memory_task(SMALL, seed=4)
-    assert task.keys.shape == (64, 6) and task.values.shape == (64, 3)
-    assert task.p.sum() == pytest.approx(1.0) and np.all(np.diff(task.p) < 0)
-    assert task.p[0] / task.p[1] == pytest.approx(2**SMALL.zipf)
-    np.testing.assert_array_equal(task.keys, make_memory_task(SMALL, seed=4).keys)
-    # the loss of f = 0 is the p-weighted mean square of the values
-    expected = float(task.p @ (task.values**2).mean(axis=1))
-    assert task.loss_of(np.zeros_like(task.values)) == pytest.approx(expected)
+# ---------------------------------------------------------------------------- frontier, optimum
+def chinchilla_runs(c: float = 1.0):
+    """Runs on a lattice of sizes N and tokens D with L = 0.5 + (c N)^-0.5 + D^-0.5."""
+    N, D = np.meshgrid(2.0 ** np.arange(2, 12), 2.0 ** np.arange(4, 14))
+    N, D = N.ravel(), D.ravel()
+    return N * D, N, 0.5 + (c * N) ** -0.5 + D**-0.5
 
 
-def test_mlp_spec_counts_the_papers_way():
-    moe = MLPSpec(n_experts=16, top_k=2, d_expert=4)
-    assert moe.A == 1 / 8 and moe.units == 64 and moe.granularity(16) == 8.0
-    assert moe.flops(16, 8) == 2 * 2 * 4 * (16 + 8)  # active experts only
-    assert moe.flops(16, 8, router=True) == 2 * 2 * 4 * 24 + 2 * 16 * 16
-    dense = dense_mlp(8)
-    assert dense.dense and dense.A == 1.0 and dense.flops(16, 8) == moe.flops(16, 8)
-    assert dense.flops(16, 8, router=True) == dense.flops(16, 8)
+def test_frontier_finds_the_planted_compute_optimum():
+    C, N, L = chinchilla_runs()
+    front = isoflop_frontier(C, N, L)
+    inner = front[front.interior]
+    assert len(inner) >= 5 and not front.interior.all()  # the lattice's corners are edges
+    # with equal exponents the optimum is N = D = sqrt(C), L* = 0.5 + 2 C^-1/4
+    np.testing.assert_allclose(inner.N_opt, np.sqrt(inner.C), rtol=0.05)
+    np.testing.assert_allclose(inner.L, 0.5 + 2 * inner.C**-0.25, rtol=0.01)
+    assert (front.n_runs >= 3).all() and np.all(np.diff(front.C) > 0)
 
 
-def test_bank_gradient_matches_finite_differences():
-    specs = [dense_mlp(5), MLPSpec(4, 2, 3), MLPSpec(3, 1, 2), MLPSpec(2, 2, 2), dense_mlp(2)]
-    bank = _Bank(specs, 4, 3, seed=0, dtype=np.float64)
-    rng = np.random.default_rng(5)
-    bank.p["W2"][:] = rng.standard_normal(bank.p["W2"].shape)
-    bank.p["b1"][:] = 0.1 * rng.standard_normal(bank.p["b1"].shape)
-    X, Y, balance = rng.standard_normal((7, 4)), rng.standard_normal((7, 3)), 0.3
-
-    def objective() -> float:  # sum of every model's loss and balance loss
-        f = bank.forward(X)
-        probs, chosen, _ = f["routes"]
-        aux = balance * bank.expert_n * chosen.mean(axis=0) / bank.expert_k * probs.mean(axis=0)
-        return float(((f["out"] - Y) ** 2).mean(axis=(1, 2)).sum() + aux.sum())
-
-    bank.backward(X, Y, balance)
-    analytic, numeric = bank.grad.copy(), np.zeros_like(bank.grad)
-    for i in range(len(bank.theta)):
-        old = bank.theta[i]
-        bank.theta[i] = old + 1e-6
-        up = objective()
-        bank.theta[i] = old - 1e-6
-        numeric[i] = (up - objective()) / 2e-6
-        bank.theta[i] = old
-    np.testing.assert_allclose(analytic, numeric, atol=1e-7)
+def test_leverage_on_a_frontier_recovers_a_planted_parameter_multiplier():
+    # a family with c = 4 times the useful parameters per FLOP reaches dense L*(4 C) at C
+    dense, moe = (isoflop_frontier(*chinchilla_runs(c)) for c in (1.0, 4.0))
+    dense, moe = dense[dense.interior], moe[moe.interior]
+    lev = efficiency_leverage(dense.C, dense.L, moe.C, moe.L)
+    assert lev.in_range.sum() >= 3
+    np.testing.assert_allclose(lev.EL[lev.in_range], 4.0, rtol=0.1)
 
 
-def test_routing_picks_top_k_and_renormalises():
-    bank = _Bank([MLPSpec(8, 3, 2), MLPSpec(4, 1, 2)], 5, 2, seed=1, dtype=np.float64)
-    X = np.random.default_rng(0).standard_normal((50, 5))
-    probs, chosen, gates = bank._route(X)
-    logits = X @ bank.p["Wr"]
-    assert (chosen[:, :8].sum(1) == 3).all() and (chosen[:, 8:].sum(1) == 1).all()
-    np.testing.assert_array_equal(chosen[:, :8], logits[:, :8] >= np.sort(logits[:, :8])[:, [5]])
-    np.testing.assert_allclose(gates[:, :8].sum(1), 1.0)
-    np.testing.assert_allclose(probs[:, 8:].sum(1), 1.0)
-
-
-def test_models_in_a_bank_train_as_if_alone():
-    # a model's init stream and batches do not depend on the other models of its bank
-    task = make_memory_task(SMALL, seed=0)
-    for spec in (MLPSpec(4, 2, 2), dense_mlp(8)):
-        alone = train_bank(task, [spec], (60,), SMALL, seed=1)
-        crowd = train_bank(task, [spec, dense_mlp(16), MLPSpec(8, 2, 2)], (60,), SMALL, seed=1)
-        assert crowd.loss[0, 0] == pytest.approx(alone.loss[0, 0], rel=1e-4)
-        assert crowd.loss[0, 0] != crowd.loss[0, 1]
-
-
-def test_budget_branches_equal_runs_trained_alone():
-    task = make_memory_task(SMALL, seed=0)
-    specs = [dense_mlp(8), MLPSpec(4, 2, 2)]
-    both = train_bank(task, specs, (50, 100), SMALL, seed=2)
-    for i, budget in enumerate((50, 100)):
-        alone = train_bank(task, specs, (budget,), SMALL, seed=2)
-        np.testing.assert_array_equal(both.loss[i], alone.loss[0])
-    assert both.loss[1, 0] < both.loss[0, 0]  # more steps, lower loss
-    assert np.isnan(both.load_entropy[:, 0]).all() and (both.load_entropy[:, 1] <= 1).all()
-
-
-def test_wsd_schedule():
-    config = ToyConfig(lr=1e-2, warmup=10, decay_frac=0.2)
-    lrs = np.array([wsd_lr(step, 100, config) for step in range(100)])
-    assert lrs[0] == pytest.approx(1e-3) and lrs[9] == pytest.approx(1e-2)
-    assert (lrs[10:80] == 1e-2).all() and lrs[99] == pytest.approx(1e-2 / 20)
-    assert np.all(np.diff(lrs[80:]) < 0)
-
-
-def test_replicate_and_leverage_table():
-    specs = [dense_mlp(w) for w in (2, 4, 8, 16, 32)] + [MLPSpec(2, 2, 2), MLPSpec(8, 2, 2)]
-    result = run_toy_replicate(SMALL, specs, (40, 80), seed=5)
-    table = toy_leverage(result.loss, specs, result.budgets, SMALL)
-    assert len(table) == 4 and set(table.A) == {1.0, 0.25}
-    assert (table.EL_router[table.in_range] < table.EL[table.in_range]).all()
-    assert (table.C == 3 * 2 * 2 * 2 * (6 + 3) * table.budget * SMALL.batch).all()
+def test_optimum_of_a_planted_parabola_and_of_a_monotone_curve():
+    x = np.log2([4.0, 8.0, 16.0, 32.0])
+    rng = np.random.default_rng(0)
+    peaked = -((x - 3.5) ** 2) + rng.normal(0, 0.05, (10, 4))
+    fit = fit_optimum(x, peaked, n_bootstrap=200, seed=1)
+    assert fit.x_opt == pytest.approx(3.5, abs=0.1) and 2 < fit.ci[0] < 3.5 < fit.ci[1] < 5
+    assert fit.curvature == pytest.approx(-2.0, rel=0.1) and fit.curvature_ci[1] < 0
+    rising = x + rng.normal(0, 0.05, (10, 4))  # no interior optimum: the peak is the last edge
+    edge = fit_optimum(x, rising, n_bootstrap=200, seed=1)
+    assert edge.x_opt == pytest.approx(5.0) and edge.ci[1] == pytest.approx(5.0)
 
 
 # ---------------------------------------------------------------------------- Clark et al.
@@ -235,6 +185,15 @@ def test_clark_final_rows_and_leverage():
     inside = sbase[sbase.in_range]
     assert len(sbase) == 53 and len(inside) == 39
     assert (inside.EL > 1).all()  # every in-range routed run beats its dense equivalent
+
+
+def test_clark_dense_runs_put_the_optimum_at_the_edge_of_their_grid():
+    # published data: at almost every budget the best dense size is the largest with a
+    # checkpoint there, so the compute-optimal size lies outside the sizes x checkpoints trained
+    for n_budgets in (12, 16, 24):
+        front = clark_dense_isoflop(load_clark_curves(), n_budgets=n_budgets)
+        assert len(front) == n_budgets and front.interior.sum() <= 1
+    assert (front.n_sizes >= 1).all() and np.all(np.diff(front.C) > 0)
 
 
 # ---------------------------------------------------------------------------- bad input
@@ -264,14 +223,19 @@ BAD_CALLS = [
     ),
     (lambda: fit_joint_law([0.5] * 3, [1e8] * 3, [1, 2, 4]), ValueError, "determine"),
     (
-        lambda: heldout_joint_law([0.5] * 6, [1e8] * 6, [2.0] * 6, [1, 0, 1, 0, 1, 0]),
+        lambda: fit_joint_law([1, 0.5, 0.2], [1e8, 1e9, 1e10], [1, 2, 4], compute=1),
+        TypeError,
+        "compute must be",
+    ),
+    (
+        lambda: compare_laws([0.5] * 6, [1e8] * 6, [2.0] * 6, [1, 0, 1, 0, 1, 0]),
         TypeError,
         "train must be a boolean mask",
     ),
     (
-        lambda: heldout_joint_law([0.5] * 6, [1e8] * 6, [2.0] * 6, [True] * 5 + [False]),
+        lambda: compare_laws([0.5] * 6, [1e8] * 6, [2.0] * 6, [True] * 6),
         ValueError,
-        ">= 3 points on each side",
+        ">= 1 held-out",
     ),
     (
         lambda: fit_within_slope([1.0, 2.0, 3.0], [1.0, 2.0, 3.0, 4.0], ["a", "a", "b"]),
@@ -283,52 +247,15 @@ BAD_CALLS = [
         ValueError,
         "groups must be 1-D",
     ),
-    (lambda: MLPSpec(4, 5, 2), ValueError, "top_k must be <= 4"),
-    (lambda: MLPSpec(4, 2, 2.5), TypeError, "d_expert must be an integer"),
-    (lambda: dense_mlp(True), TypeError, "width must be an integer"),
-    (lambda: MLPSpec(4, 2, 2).flops(0, 3), ValueError, "d_in must be >= 1"),
-    (lambda: ToyConfig(lr=float("nan")), ValueError, "lr must be finite"),
-    (lambda: ToyConfig(batch=0), ValueError, "batch must be >= 1"),
-    (lambda: ToyConfig(zipf=-1.0), ValueError, "zipf must lie in"),
-    (lambda: make_memory_task(SMALL, seed=-1), ValueError, "seed must be >= 0"),
-    (lambda: make_memory_task({"n_keys": 8}, seed=0), TypeError, "config must be a ToyConfig"),
-    (
-        lambda: train_bank(make_memory_task(SMALL, 0), [dense_mlp(2)], (4,), SMALL, 0),
-        ValueError,
-        "decay before warmup",
-    ),
-    (
-        lambda: train_bank(make_memory_task(SMALL, 0), dense_mlp(2), (40,), SMALL, 0),
-        TypeError,
-        "specs must be a non-empty list",
-    ),
-    (
-        lambda: run_toy_replicate(SMALL, [dense_mlp(2)], (40,), seed=1.5),
-        TypeError,
-        "seed must be an integer",
-    ),
-    (
-        lambda: toy_leverage(np.ones((2, 2)), [dense_mlp(2), dense_mlp(4)], (40,), SMALL),
-        ValueError,
-        "loss must be",
-    ),
+    (lambda: isoflop_frontier([1.0, 2.0], [1.0, 2.0], [1.0, 2.0]), ValueError, "C has 2"),
+    (lambda: isoflop_frontier([1.0] * 3, [1.0, 0.0, 2.0], [1.0] * 3), ValueError, "N must be"),
+    (lambda: fit_optimum([1.0, 2.0, 3.0], np.ones((1, 3))), ValueError, "replicates >= 2"),
+    (lambda: fit_optimum([1.0, 2.0, 3.0], np.ones((4, 2))), ValueError, "Y must be"),
+    (lambda: fit_optimum([1.0, 2.0], np.ones((4, 2))), ValueError, "x has 2"),
     (lambda: clark_leverage(load_clark_final(), "Switch"), ValueError, "router must be one of"),
     (lambda: clark_leverage(pd.DataFrame({"k": [1]}), "Hash"), ValueError, "runs lacks columns"),
     (lambda: load_clark_final("/nonexistent/curves.csv.gz"), ValueError, "does not exist"),
-    (lambda: wsd_lr(100, 100, SMALL), ValueError, "step must be <= 99"),
-    (lambda: wsd_lr(0, 100, None), TypeError, "config must be a ToyConfig"),
-    (lambda: make_memory_task(SMALL, 0).loss_of(np.zeros((3, 3))), ValueError, "predictions must"),
-    (lambda: train_bank(None, [dense_mlp(2)], (40,), SMALL, 0), TypeError, "task must be"),
-    (
-        lambda: toy_leverage(np.ones((1, 2)), [dense_mlp(2), MLPSpec(2, 1, 1)], (40,), None),
-        TypeError,
-        "config must be a ToyConfig",
-    ),
-    (
-        lambda: toy_leverage(np.ones((1, 2)), [dense_mlp(2), MLPSpec(2, 1, 1)], (4.5,), SMALL),
-        TypeError,
-        "budgets",
-    ),
+    (lambda: clark_dense_isoflop(load_clark_curves(), n_budgets=1), ValueError, "n_budgets"),
 ]
 
 
