@@ -185,15 +185,15 @@ def units_markdown(chapters: list[Chapter]) -> str:
 
 
 def overview_markdown(chapters: list[Chapter], run_times: dict[str, float | None]) -> str:
-    """One table row per chapter: topic, unit, run time, methods, exercises by difficulty."""
+    """One table row per chapter: unit, run time, methods, exercises by difficulty."""
     unit_of = {u: k for k, u in enumerate(units(chapters), start=1)}
-    lines = ["| Chapter | Topic | Unit | Run time (s): budget / measured | Methods | Exercises |",
-             "|---|---|---|---|---|---|"]  # fmt: skip
+    lines = ["| Chapter | Unit | Run time (s): budget / measured | Methods | Exercises |",
+             "|---|---|---|---|---|"]  # fmt: skip
     for c in chapters:
         measured = run_times.get(c.name)
         shown = "not run" if measured is None else f"{measured:.0f}"
-        lines.append(f"| {_link(c)} | {c.topic} | {unit_of[c.unit]} | {c.budget_s:.0f} / "
-                     f"{shown} | {', '.join(c.methods)} | {difficulty_counts(c)} |")  # fmt: skip
+        lines.append(f"| {_link(c)} | {unit_of[c.unit]} | {c.budget_s:.0f} / {shown} | "
+                     f"{', '.join(c.methods)} | {difficulty_counts(c)} |")  # fmt: skip
     return "\n".join(lines)
 
 
