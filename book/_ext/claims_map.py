@@ -239,7 +239,7 @@ def setup(app) -> dict:
 
 # ----------------------------------------------------------------------------- the figure
 ROW_IN = 0.3  # inches per row of the figure
-WIDTH_IN = 8.0  # drawn at about 1.4x in the book's content column at 1280 px: ~12 px text
+WIDTH_IN = 7.0  # in the 688 px content column at 1280 px, 8.5 pt text shows at about 11.6 px
 LABELS, DATA, VERDICTS = (0.01, 0.30), (0.31, 0.78), 0.80  # figure-x of the three columns
 CONTROL_COLOUR = "#404040"
 
@@ -250,16 +250,20 @@ def _plain(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
+def _clip(value: float) -> float:
+    return max(-EDGE, min(EDGE, value))
+
+
 def _interval(ax, mapped: Mapped, y: float, colour: str, marker: str, filled: bool,
               size: float) -> None:  # fmt: skip
-    clip = lambda v: max(-EDGE, min(EDGE, v))  # noqa: E731
-    ax.plot([clip(mapped.lo), clip(mapped.hi)], [y, y], color=colour, lw=1.6 if filled else 1.0,
-            solid_capstyle="butt")  # fmt: skip
-    ax.plot([clip(mapped.estimate)], [y], marker=marker, ms=size, color=colour,
+    """An interval and its estimate at height `y` (filled: quick scale; hollow: full, control)."""
+    ax.plot([_clip(mapped.lo), _clip(mapped.hi)], [y, y], color=colour,
+            lw=1.6 if filled else 1.0, solid_capstyle="butt")  # fmt: skip
+    ax.plot([_clip(mapped.estimate)], [y], marker=marker, ms=size, color=colour,
             mfc=colour if filled else "white", mew=1.2, ls="none")  # fmt: skip
 
 
-def _claim(ax, fig, row: ClaimRow, y: float, text) -> None:
+def _claim(ax, row: ClaimRow, y: float, text) -> None:
     """One claim's row: label, quick interval, control below, full scale above, verdicts."""
     colour, marker = VERDICT_STYLE[row.claim["verdict"]]
     central = row.claim["central"]
@@ -271,7 +275,7 @@ def _claim(ax, fig, row: ClaimRow, y: float, text) -> None:
         _interval(ax, quick, y, colour, marker, True, 6.5)
     elif row.quick_claim is not None:
         reason = row.claim.get("untested") or row.claim.get("deciding") or "no counting evidence"
-        ax.text(-EDGE, y, _plain(f"Not tested: {reason}", 66), va="center", ha="left",
+        ax.text(-EDGE, y, _plain(f"Not tested: {reason}", 58), va="center", ha="left",
                 fontsize=7, style="italic", color="#505050")  # fmt: skip
     if control is not None:
         kind = row.quick["control"]["kind"]
@@ -326,11 +330,11 @@ def draw(rows: list[ClaimRow]):
     for chapter in chapters:
         members = [r for r in rows if r.chapter == chapter]
         ax.axhline(y - 0.5, color="#BBBBBB", lw=0.6, clip_on=False)
-        text(LABELS[0], y, _plain(f"{chapter[:2]}  {members[0].title}", 95), weight="bold",
+        text(LABELS[0], y, _plain(f"{chapter[:2]}  {members[0].title}", 90), weight="bold",
              fontsize=8.5)  # fmt: skip
         for row in members:
             y += 1
-            _claim(ax, fig, row, y, text)
+            _claim(ax, row, y, text)
         y += 1
     ax.set_xscale("symlog", linthresh=2, linscale=1.5)
     ax.set_xlim(-EDGE * 1.15, EDGE * 1.15)
