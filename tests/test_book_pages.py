@@ -4,7 +4,9 @@
 of the table of contents must load without console errors, with MathJax having typeset every
 formula (no raw `$...$`, `\\(` or `\\[` left in the text, sidebar included), every figure image
 loaded and described (alt text or a caption), every internal link and citation resolving, and
-the input of cells tagged to hide it hidden. The scorecard's claims map must list every chapter.
+the input of cells tagged to hide it hidden. The scorecard's claims map must list every chapter,
+its figure must label every claim of every summary, its CSV must download with a row per claim,
+and the teachers' page must link every chapter.
 
 Chromium comes from the system (`apt-get install chromium`) or BOOK_BROWSER=/path/to/chrome;
 without one these tests skip with a line saying so.
@@ -12,8 +14,10 @@ without one these tests skip with a line saying so.
 
 from __future__ import annotations
 
+import csv
 import functools
 import http.server
+import io
 import os
 import re
 import shutil
@@ -164,13 +168,88 @@ def test_page_renders_cleanly(server, browser, source):
         page.close()
 
 
+def toc_chapters() -> list[str]:
+    return [p.split("/")[-1] for p in toc_pages() if p.startswith("notebooks/")]
+
+
+def summary_claims() -> set[tuple[str, str]]:
+    """(chapter, claim id) of every claim in every committed summary, quick and full."""
+    from lib.claims import load_summaries
+
+    results = ROOT / "book" / "results"
+    chapters = set(toc_chapters())
+    return {
+        (s["chapter"], c["id"])
+        for scale in ("quick", "full")
+        for s in load_summaries(results, run_scale=scale)
+        if s["chapter"] in chapters
+        for c in s["claims"]
+    }
+
+
 def test_scorecard_claims_map_lists_every_chapter(server, browser):
     page, _ = open_page(browser, f"{server}/book/scorecard.html")
     try:
-        tables = page.locator("table")
-        claims_map = tables.nth(tables.count() - 1).inner_text()
-        chapters = [p.split("/")[-1][:2] for p in toc_pages() if p.startswith("notebooks/")]
+        claims_map = page.locator("section#claims-map table").first.inner_text()
+        chapters = [name[:2] for name in toc_chapters()]
         listed = set(re.findall(r"^(\d\d)\t", claims_map, re.M))
         assert listed == set(chapters), f"claims map lists {sorted(listed)}, book has {chapters}"
     finally:
         page.close()
+
+
+def test_scorecard_claims_figure_shows_every_claim(server, browser):
+    """The claims-map figure is inline SVG with alt text, and labels every claim of every
+    summary (quick and full) as text in a <g id="claim-<chapter>-<claim id>">."""
+    page, _ = open_page(browser, f"{server}/book/scorecard.html")
+    try:
+        figure = page.locator("figure.claims-map svg")
+        assert figure.count() == 1, "the claims-map figure is missing from the scorecard"
+        assert figure.get_attribute("role") == "img"
+        assert figure.get_attribute("aria-label").startswith("Claims map:"), "no alt text"
+        assert figure.bounding_box()["width"] > 400, "the figure is drawn too small to read"
+        labels = dict(page.evaluate(
+            "() => [...document.querySelectorAll('figure.claims-map svg g[id^=\"claim-\"]')]"
+            ".map(g => [g.id, g.textContent])"
+        ))  # fmt: skip
+        missing = []
+        for chapter, claim in sorted(summary_claims()):
+            label = labels.get(f"claim-{chapter}-{claim}", "")
+            if claim not in label:
+                missing.append(f"{chapter}: {claim}")
+        assert not missing, f"claims not on the figure: {missing}"
+    finally:
+        page.close()
+
+
+def test_scorecard_links_the_claims_map_csv(server, browser):
+    """The scorecard links claims_map.csv; it downloads and has one row per claim."""
+    page, _ = open_page(browser, f"{server}/book/scorecard.html")
+    try:
+        link = page.locator('a[href$="claims_map.csv"]')
+        assert link.count() >= 1, "no link to claims_map.csv on the scorecard"
+        url = f"{server}/book/{link.first.get_attribute('href')}"
+        response = page.request.get(url)
+        assert response.ok, f"{url}: HTTP {response.status}"
+        rows = list(csv.DictReader(io.StringIO(response.text())))
+    finally:
+        page.close()
+    listed = [(r["chapter"], r["claim_id"]) for r in rows]
+    assert len(listed) == len(set(listed)), "a claim is listed twice in the CSV"
+    assert set(listed) == summary_claims()
+    assert all(r["paper_id"] for r in rows), "a row without its paper's arXiv id"
+
+
+def test_teaching_page_lists_every_chapter(server, browser):
+    """The teachers' page links every chapter and groups them into three or four units."""
+    page, _ = open_page(browser, f"{server}/book/teaching.html")
+    try:
+        hrefs = page.evaluate(LINKS)
+        text = page.evaluate(VISIBLE_TEXT)
+    finally:
+        page.close()
+    for chapter in toc_chapters():
+        assert any(f"notebooks/{chapter}.html" in h for h in hrefs), f"{chapter} not linked"
+    units = set(re.findall(r"Unit (\d): ", text))
+    assert 3 <= len(units) <= 4, f"units on the page: {sorted(units)}"
+    assert "Prerequisites:" in text and "Easy." in text
