@@ -5,7 +5,7 @@ BUILD := .venv/bin/jupyter-book build . --warningiserror --keep-going
 
 .PHONY: test lint format book full lab clean
 # Notebooks' code cells are linted as notebooks: Jupytext hands ruff an .ipynb view of each one.
-NOTEBOOKS := $(filter-out %_tmp_jupytext_%,$(wildcard notebooks/*.md)) book/scorecard.md
+NOTEBOOKS := $(filter-out %_tmp_jupytext_%,$(wildcard notebooks/*.md)) book/scorecard.md book/teaching.md
 RUFF      := $(CURDIR)/.venv/bin/ruff
 RUFFCFG   := --config $(CURDIR)/pyproject.toml
 NBRUFF    := .venv/bin/jupytext --quiet --pipe-fmt ipynb
