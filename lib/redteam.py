@@ -7,18 +7,18 @@ capability gap delta = logit(a_A) - logit(a_T) of MMLU-Pro accuracies a. Here:
 - the **world** is a fixed random teacher over nine binary concepts: concept 0 is "this request
   is harmful", concepts 1-8 are the benchmark (the MMLU-Pro analogue, without harm). Concepts
   1-4 share the teacher's hidden units with harm (the social-science analogue), 5-8 do not;
-- the **students** are two-hidden-layer ReLU MLPs. A *ladder* grows width and training data
-  together; *decoupled* students share one compute level (mid-ladder width) but see labels for
-  each benchmark split on a random share of their requests, so split skill varies apart from
-  compute. Harm labels are scarce for everyone (safety data is). Every student is both
-  attacker and target;
+- the **students** are two-hidden-layer ReLU MLPs. Two independent *ladders* (attackers and
+  targets) grow width and training data together; harm labels are scarce for them (safety data
+  is). *Persuasion* attackers share one compute level but differ in a persuasion skill: the
+  share of their requests labelled for harm, which also labels the social-science split (one
+  source of data teaches both), while the STEM split's share is drawn on its own;
 - the **attack** is a black-box boundary search in the spirit of PAIR: along random rays from
   a clearly harmful behaviour the attacker bisects its *own* belief to the most
   innocuous-looking request it still believes harmful, and sends it. The judge is the teacher:
   a behaviour is broken when the target complies with a truly harmful request among the first
-  N_dir sent (or the behaviour itself, the direct query).
+  N sent (or the behaviour itself, the direct query).
 
-Nothing here contains a sigmoid: the curve is fitted afterwards (`fit_curve`).
+Nothing here contains a sigmoid: the curve is fitted afterwards (`fit_curve`, `fit_pair_model`).
 """
 
 from __future__ import annotations
@@ -35,14 +35,17 @@ N_INPUT = 16  # dimension of a "request" x
 N_HIDDEN = 32  # teacher hidden units: 0-15 feed harm and concepts 1-4, 16-31 feed concepts 5-8
 N_CONCEPTS = 9
 HARM = 0  # concept 0 is "this request is harmful"; a target refuses when it believes it is
-RELEVANT = (1, 2, 3, 4)  # benchmark concepts sharing hidden units with harm (by construction)
-IRRELEVANT = (5, 6, 7, 8)
+RELEVANT = (1, 2, 3, 4)  # benchmark concepts sharing hidden units with harm: "social science"
+IRRELEVANT = (5, 6, 7, 8)  # "STEM"
 BENCHMARK = RELEVANT + IRRELEVANT  # the MMLU-Pro analogue: harm is not part of it
 HARM_RATE = 0.25  # share of requests that are harmful: a minority, so the untrained comply
 CHANCE = 0.5  # benchmark accuracy of guessing (binary concepts); the direct query's accuracy
 EPS = 0.01  # Panfilov et al.'s code clips ASR to [0.01, 0.99] before the logit
-BUDGETS = (1, 4, 32)  # attack budgets N_dir: rays tried per behaviour (best of N, oracle judge)
-DEFAULT_BUDGET = 4  # the decoupled attackers' budget
+BUDGETS = (1, 2, 4, 8, 16, 25, 32)  # attack budgets N: rays tried per behaviour (best of N)
+# The paper's ASR counts a behaviour broken if any of PAIR's candidates succeeds (the maximum
+# HarmBench score over them, attacks/eval.py of the authors' code); PAIR's defaults run
+# 5 streams x 5 steps, so 25 candidates per behaviour.
+PAPER_BUDGET = 25
 KAPPA = 0.05  # the attacker sends the point where its own P(harm) = 0.5 + KAPPA
 T_MAX = 6.0  # longest step an attack may take from a behaviour, in input units (|x| ~ 4)
 N_BISECT = 14
@@ -51,14 +54,14 @@ N_EVAL = 10_000  # fresh requests on which benchmark accuracy is measured
 STEPS, BATCH, LR = 400, 128, 1e-2
 HARM_FRACTION = 0.3  # share of training requests with a harm label: safety data is scarce
 LADDER = ((2, 100), (32, 8000))  # (width, training requests) of the smallest and largest student
-DECOUPLED = (16, 8000)  # (width, requests) of every decoupled student: mid-ladder width
-SPLIT_FRACTIONS = (0.02, 1.0)  # range of the log-uniform label share of a decoupled student's split
+PERSUASION = (16, 8000)  # (width, requests) of every persuasion attacker
+SHARE_RANGE = (0.02, 1.0)  # log-uniform range of a persuasion attacker's label shares
 SAFETY_HARM_WEIGHT = 10.0  # the "Llama-2" targets: harm loss weighted 10x
 # Paper's median per-target fit as quoted by a secondary note (unverified): w = 1.73, b = -0.79.
 PANFILOV2025_MEDIAN = {"w": 1.73, "b": -0.79}
 # The authors' code adds a "Direct Query" pseudo-attacker at MMLU-Pro 0.1109 (10-option chance).
 PANFILOV2025_DIRECT_QUERY_MMLU_PRO = 0.1109
-DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "obsscaling"
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
 
 def _seed(name: str, value) -> int:
@@ -155,15 +158,20 @@ def ladder_configs(n: int) -> list[StudentConfig]:
     return [StudentConfig(int(round(w)), int(round(m))) for w, m in zip(widths, sizes, strict=True)]
 
 
-def decoupled_configs(n: int, seed: int) -> list[StudentConfig]:
-    """n students of one compute level (DECOUPLED) whose label shares of the two benchmark
-    splits are drawn independently, log-uniform on SPLIT_FRACTIONS."""
+def persuasion_configs(n: int, seed: int, linked: bool = True) -> list[StudentConfig]:
+    """n attackers of one compute level (PERSUASION) that differ in persuasion: a share p of
+    their requests is labelled for harm and, when `linked`, for the social-science split too
+    (one source teaches both); the STEM split's share m is drawn on its own. p, m (and the
+    social share when not linked) are log-uniform on SHARE_RANGE."""
     n = validate.integer("n", n, minimum=2)
-    low, high = np.log(SPLIT_FRACTIONS)
-    share = np.exp(np.random.default_rng(_seed("seed", seed)).uniform(low, high, size=(n, 2)))
-    width, n_train = DECOUPLED
-    return [StudentConfig(width, n_train, relevant_fraction=float(r), irrelevant_fraction=float(i))
-            for r, i in share]  # fmt: skip
+    linked = validate.boolean("linked", linked)
+    low, high = np.log(SHARE_RANGE)
+    p, m, s = np.exp(np.random.default_rng(_seed("seed", seed)).uniform(low, high, size=(3, n)))
+    social = p if linked else s
+    width, n_train = PERSUASION
+    return [StudentConfig(width, n_train, harm_fraction=float(a), relevant_fraction=float(r),
+                          irrelevant_fraction=float(i))
+            for a, r, i in zip(p, social, m, strict=True)]  # fmt: skip
 
 
 def safety_configs(ladder: list[StudentConfig]) -> list[StudentConfig]:
@@ -206,26 +214,32 @@ class Students:
             raise ValueError(f"x must be (n, {N_INPUT}) or (S, n, {N_INPUT}), got {x.shape}")
         return special.expit(self.logits(x))
 
+    def layers(self) -> tuple[np.ndarray, ...]:
+        """(W1, b1, W2, b2, W3, b3)."""
+        return self.W1, self.b1, self.W2, self.b2, self.W3, self.b3
+
     def take(self, index) -> Students:
         """The students at `index` (a slice or integer indices), in that order."""
-        return Students(*(a[index] for a in (self.W1, self.b1, self.W2, self.b2, self.W3, self.b3)))
+        return Students(*(a[index] for a in self.layers()))
+
+    def padded(self, H: int) -> Students:
+        """The same students zero-padded to width H (>= their width): the same functions."""
+        extra = validate.integer("H", H, minimum=self.W2.shape[-1]) - self.W2.shape[-1]
+        hidden = ((0, 0), (0, 0), (0, extra))
+        return Students(np.pad(self.W1, hidden), np.pad(self.b1, hidden),
+                        np.pad(self.W2, ((0, 0), (0, extra), (0, extra))), np.pad(self.b2, hidden),
+                        np.pad(self.W3, ((0, 0), (0, extra), (0, 0))), self.b3)  # fmt: skip
 
 
 def _training_data(world: World, configs: list[StudentConfig], rng: np.random.Generator):
-    """Each student's requests, labels and loss weights (0: unlabelled), zero-padded to the
-    largest n_train: x (S, n_max, 16), y and weight (S, n_max, 9), float32."""
-    shape = (len(configs), max(c.n_train for c in configs))
-    x = np.zeros((*shape, N_INPUT), np.float32)
-    y, weight = (
-        np.zeros((*shape, N_CONCEPTS), np.float32),
-        np.zeros((*shape, N_CONCEPTS), np.float32),
-    )
+    """Each student's requests, labels and loss weights (0: unlabelled) side by side, zero-padded
+    to the largest n_train: (S, n_max, 16 + 9 + 9) float32 (one array, so a batch is one take)."""
+    data = np.zeros((len(configs), max(c.n_train for c in configs), N_INPUT + 2 * N_CONCEPTS),
+                    np.float32)  # fmt: skip
     for s, config in enumerate(configs):
-        n = config.n_train
-        x[s, :n] = rng.normal(size=(n, N_INPUT))
-        y[s, :n] = world.scores(x[s, :n]) > 0
-        weight[s, :n] = config.loss_weights(rng)
-    return x, y, weight
+        x = rng.normal(size=(config.n_train, N_INPUT))
+        data[s, : len(x)] = np.hstack([x, world.scores(x) > 0, config.loss_weights(rng)])
+    return data
 
 
 def _shapes(S: int, H: int) -> list[tuple[int, ...]]:
@@ -269,18 +283,36 @@ def backprop(params: list[np.ndarray], x, y, weight, grads: list[np.ndarray]) ->
         np.sum(delta, axis=1, keepdims=True, out=out)
 
 
+WIDTH_GROUPS = (8,)  # students up to 8 units wide train in their own (narrower) stack
+
+
 def train_students(world: World, configs: list[StudentConfig], seed: int) -> Students:
     """Train one 2-hidden-layer ReLU MLP per config: Adam, STEPS steps of BATCH requests each.
 
-    All students train at once, stacked and zero-padded to the widest; padded units get no
-    gradient, so each student follows exactly the path it would follow alone. Written in NumPy
-    (`backprop`, tested against torch autograd): at 16 inputs and widths <= 32, torch's
-    per-operation overhead and its import would cost several times the arithmetic.
+    Students train at once in stacks zero-padded to their widest member (one stack per group
+    of widths split at WIDTH_GROUPS, so a narrow student does not pay for a wide one's
+    arithmetic); padded units get no gradient, so each student computes its own function.
+    Written in NumPy (`backprop`, tested against torch autograd): at 16 inputs and widths
+    <= 32, torch's per-operation overhead and its import would cost several times the arithmetic.
     """
     if not configs:
         raise ValueError("configs is empty; pass at least one StudentConfig")
-    rng = np.random.default_rng(_seed("seed", seed))
-    x, y, weight = _training_data(world, configs, rng)
+    group = np.searchsorted(WIDTH_GROUPS, [c.width for c in configs])
+    order = np.argsort(group, kind="stable")
+    stacks = [_train_stack(world, [configs[i] for i in order[group[order] == g]], int(s))
+              for g, s in zip(np.unique(group),
+                              np.random.SeedSequence(_seed("seed", seed)).generate_state(
+                                  len(WIDTH_GROUPS) + 1), strict=False)]  # fmt: skip
+    H = max(s.W2.shape[-1] for s in stacks)
+    stacked = [np.concatenate(layer) for layer in zip(*(s.padded(H).layers() for s in stacks),
+                                                        strict=True)]  # fmt: skip
+    return Students(*stacked).take(np.argsort(order))
+
+
+def _train_stack(world: World, configs: list[StudentConfig], seed: int) -> Students:
+    """Train configs stacked and zero-padded to the widest (see `train_students`)."""
+    rng = np.random.default_rng(seed)
+    data = _training_data(world, configs, rng)
     sizes, widths = np.array([c.n_train for c in configs]), np.array([c.width for c in configs])
     S, H = len(configs), int(widths.max())
     theta = np.zeros(sum(int(np.prod(shape)) for shape in _shapes(S, H)), np.float32)
@@ -292,11 +324,11 @@ def train_students(world: World, configs: list[StudentConfig], seed: int) -> Stu
         params[2 * k][:] = rng.normal(size=params[2 * k].shape) * scale * live
     g, m, v = np.zeros_like(theta), np.zeros_like(theta), np.zeros_like(theta)
     grads, (beta1, beta2) = _layers(g, S, H), (0.9, 0.999)
-    start = (np.arange(S) * x.shape[1])[:, None]  # row offsets into the flattened arrays
-    flat = [a.reshape(-1, a.shape[-1]) for a in (x, y, weight)]
+    start = (np.arange(S) * data.shape[1])[:, None]  # row offsets into the flattened data
+    flat, cut = data.reshape(-1, data.shape[-1]), (N_INPUT, N_INPUT + N_CONCEPTS)
     for step in range(1, STEPS + 1):  # Adam (Kingma and Ba 2015) with torch's defaults
         idx = start + (rng.random((S, BATCH)) * sizes[:, None]).astype(np.int64)
-        backprop(params, *(np.take(a, idx, axis=0) for a in flat), grads)
+        backprop(params, *np.split(np.take(flat, idx, axis=0), cut, axis=-1), grads)
         m += (1 - beta1) * (g - m)
         v += (1 - beta2) * (g * g - v)
         theta -= LR / (1 - beta1**step) * m / (np.sqrt(v / (1 - beta2**step)) + 1e-8)
@@ -417,61 +449,62 @@ def asr_at_budgets(success, budgets=(0, *BUDGETS)) -> np.ndarray:
 class WorldRun:
     """What the chapter measures in one world.
 
-    accuracy (S + 2, 9): the ladder's S students, then its two safety-trained copies;
-    asr (1 + len(BUDGETS), S, S + 2): the ladder's students attacking every one of those
-    targets, by the direct query alone (budget 0) and at each of BUDGETS; decoupled_accuracy
-    (D, 9) and decoupled_asr (D, S + 2): the decoupled students attacking the same targets at
-    DEFAULT_BUDGET. Self-pairs are included (a student attacking itself).
+    attacker_accuracy (n_A, 9): the attacker ladder; target_accuracy (n_T + 2, 9): the target
+    ladder, then its two safety-trained copies; asr (1 + len(BUDGETS), n_A, n_T + 2): every
+    attacker against every target by the direct query alone (budget 0) and at each of BUDGETS;
+    persuasion_accuracy (P, 9) and persuasion_asr (P, n_T + 2): the persuasion attackers
+    against the same targets at PAPER_BUDGET.
     """
 
     seed: int
-    accuracy: np.ndarray
+    attacker_accuracy: np.ndarray
+    target_accuracy: np.ndarray
     asr: np.ndarray
-    decoupled_accuracy: np.ndarray
-    decoupled_asr: np.ndarray
+    persuasion_accuracy: np.ndarray
+    persuasion_asr: np.ndarray
 
 
-def run_world(seed: int, n_ladder: int, n_decoupled: int, n_behaviours: int) -> WorldRun:
-    """Build one world, train its students, and let them attack the ladder's students."""
-    n_ladder = validate.integer("n_ladder", n_ladder, minimum=12)  # heldout_pairs: 3 folds of >= 4
-    n_decoupled = validate.integer("n_decoupled", n_decoupled, minimum=3)
+def run_world(seed: int, n_ladder: int, n_persuasion: int, n_behaviours: int) -> WorldRun:
+    """Build one world, train its attackers, targets and persuasion attackers (independent
+    draws), and let every attacker attack every target."""
+    n_ladder = validate.integer("n_ladder", n_ladder, minimum=6)  # held-out folds need >= 2
+    n_persuasion = validate.integer("n_persuasion", n_persuasion, minimum=3)
     n_behaviours = validate.integer("n_behaviours", n_behaviours, minimum=2)
-    streams = np.random.SeedSequence(_seed("seed", seed)).generate_state(8)
-    teacher, ladder_seed, shares, decoupled_seed, evaluation, behaviours, rays, rays_d = map(
+    streams = np.random.SeedSequence(_seed("seed", seed)).generate_state(9)
+    teacher, a_seed, t_seed, shares, p_seed, evaluation, behaviours, rays, p_rays = map(
         int, streams
     )
     world = make_world(teacher)
     ladder = ladder_configs(n_ladder)
-    targets = train_students(world, ladder + safety_configs(ladder), ladder_seed)
-    decoupled = train_students(world, decoupled_configs(n_decoupled, shares), decoupled_seed)
-    x_eval, x0 = (
-        sample_inputs(N_EVAL, evaluation),
-        sample_behaviours(world, n_behaviours, behaviours),
-    )
-    proposals = propose_boundary(targets.take(slice(0, n_ladder)), x0, max(BUDGETS), rays)
-    asr = asr_at_budgets(judge(world, targets, x0, proposals))
-    proposals = propose_boundary(decoupled, x0, DEFAULT_BUDGET, rays_d)
-    asr_d = asr_at_budgets(judge(world, targets, x0, proposals), [DEFAULT_BUDGET])[0]
-    return WorldRun(seed, accuracy(world, targets, x_eval), asr,
-                    accuracy(world, decoupled, x_eval), asr_d)  # fmt: skip
+    attackers = train_students(world, ladder, a_seed)
+    targets = train_students(world, ladder + safety_configs(ladder), t_seed)
+    persuaders = train_students(world, persuasion_configs(n_persuasion, shares), p_seed)
+    x_eval = sample_inputs(N_EVAL, evaluation)
+    x0 = sample_behaviours(world, n_behaviours, behaviours)
+    asr = asr_at_budgets(judge(world, targets, x0, propose_boundary(attackers, x0, max(BUDGETS),
+                                                                    rays)))  # fmt: skip
+    proposals = propose_boundary(persuaders, x0, PAPER_BUDGET, p_rays)
+    asr_p = asr_at_budgets(judge(world, targets, x0, proposals), [PAPER_BUDGET])[0]
+    return WorldRun(seed, accuracy(world, attackers, x_eval), accuracy(world, targets, x_eval),
+                    asr, accuracy(world, persuaders, x_eval), asr_p)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------- the analysis
-def _pool(asr, c) -> tuple[np.ndarray, np.ndarray]:
-    """Check a pool attacking itself: ASR (S, S) in [0, 1] (self-pairs ignored) and c (S,)."""
+def _grid(asr, c_A, c_T) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Check attackers against targets: ASR (n_A, n_T) in [0, 1], c_A (n_A,), c_T (n_T,)."""
     asr = validate.array("asr", asr, ndim=2, low=0.0, high=1.0)
-    c = validate.array("c", c, min_size=4)
-    if asr.shape != (len(c), len(c)):
-        raise ValueError(f"asr must be (S, S) for S = len(c) = {len(c)}, got {asr.shape}")
-    return asr, c
+    c_A, c_T = validate.array("c_A", c_A, min_size=2), validate.array("c_T", c_T, min_size=2)
+    if asr.shape != (len(c_A), len(c_T)):
+        raise ValueError(f"asr must be (len(c_A), len(c_T)) = ({len(c_A)}, {len(c_T)}), "
+                         f"got {asr.shape}")  # fmt: skip
+    return asr, c_A, c_T
 
 
-def off_diagonal(asr, c) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every ordered pair of a pool attacking itself, without self-pairs: (c_A, c_T, asr),
-    each of shape (S (S - 1),)."""
-    asr, c = _pool(asr, c)
-    i, j = np.nonzero(~np.eye(len(c), dtype=bool))
-    return c[i], c[j], asr[i, j]
+def pairs(asr, c_A, c_T) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every (attacker, target) pair as flat arrays (c_A, c_T, ASR), each (n_A n_T,)."""
+    asr, c_A, c_T = _grid(asr, c_A, c_T)
+    a, t = np.meshgrid(c_A, c_T, indexing="ij")
+    return a.ravel(), t.ravel(), asr.ravel()
 
 
 def _logit(asr: np.ndarray) -> np.ndarray:
@@ -502,253 +535,312 @@ def fit_curve(x, asr) -> Curve:
     return Curve(float(w), float(b))
 
 
-def sharp_drop(asr, c, threshold: float = 0.5) -> float:
-    """Mean ASR over pairs with delta < -threshold divided by mean ASR over delta > +threshold."""
-    c_A, c_T, y = off_diagonal(asr, c)
+# The models of a pair's logit(ASR): the gap (the paper's), separate coefficients, one side only.
+PAIR_MODELS = ("gap", "free", "attacker", "target")
+
+
+def _design(model: str, c_A: np.ndarray, c_T: np.ndarray) -> np.ndarray:
+    """Design matrix of `model`: gap [c_A - c_T, 1], free [c_A, c_T, 1], attacker [c_A, 1],
+    target [c_T, 1]."""
+    columns = {"gap": [c_A - c_T], "free": [c_A, c_T], "attacker": [c_A], "target": [c_T]}
+    return np.column_stack([*columns[validate.choice("model", model, PAIR_MODELS)],
+                            np.ones_like(c_A)])  # fmt: skip
+
+
+def fit_pair_model(model: str, c_A, c_T, asr) -> np.ndarray:
+    """Least-squares coefficients of logit(clip(ASR)) on `model`'s design (see `_design`);
+    pairs as flat arrays c_A, c_T, asr of one length. free: (alpha, beta, b); gap: (w, b)."""
+    c_A, c_T = validate.array("c_A", c_A, min_size=3), validate.array("c_T", c_T)
+    asr = validate.array("asr", asr, low=0.0, high=1.0)
+    validate.same_length(c_A=c_A, c_T=c_T, asr=asr)
+    return np.linalg.lstsq(_design(model, c_A, c_T), _logit(asr), rcond=None)[0]
+
+
+def predict_pair_model(model: str, coef, c_A, c_T) -> np.ndarray:
+    """ASR = sigmoid(design @ coef) of `model` for flat arrays c_A, c_T."""
+    return special.expit(_design(model, np.asarray(c_A, float), np.asarray(c_T, float)) @ coef)
+
+
+def imbalance(asr, c_A, c_T) -> float:
+    """(alpha + beta) / (alpha - beta) of the free fit logit(ASR) = alpha c_A + beta c_T + b:
+    0 when only the gap matters, +1 when only the attacker does, -1 when only the target does."""
+    alpha, beta, _ = fit_pair_model("free", *pairs(asr, c_A, c_T))
+    return float((alpha + beta) / (alpha - beta))
+
+
+def within_target_drop(asr, c_A, c_T, threshold: float = 0.5) -> float:
+    """For a fixed target, ASR of attackers weaker than it (delta < -threshold) over ASR of
+    attackers stronger than it (delta > +threshold): the per-target means of each side summed
+    over the targets that have attackers on both sides, then divided. NaN when no target has
+    attackers on both sides, or the stronger ones never succeed: the pool cannot measure it."""
+    asr, c_A, c_T = _grid(asr, c_A, c_T)
     threshold = validate.real("threshold", threshold, low=0.0)
-    delta = c_A - c_T
+    delta = gap(c_A, c_T)
     low, high = delta < -threshold, delta > threshold
-    if not low.any() or not high.any() or y[high].mean() == 0:
-        raise ValueError(f"no pairs, or no success, with |delta| > {threshold} on one side")
-    return float(y[low].mean() / y[high].mean())
-
-
-def free_fit(asr, c) -> tuple[float, float, float]:
-    """Least squares logit(ASR) = alpha c_A + beta c_T + b over all pairs: (alpha, beta, b).
-    The gap model is the special case alpha = -beta."""
-    c_A, c_T, y = off_diagonal(asr, c)
-    design = np.column_stack([c_A, c_T, np.ones_like(c_A)])
-    alpha, beta, b = np.linalg.lstsq(design, _logit(y), rcond=None)[0]
-    return float(alpha), float(beta), float(b)
-
-
-def imbalance(asr, c) -> float:
-    """(alpha + beta) / (alpha - beta) of the free fit: 0 when only the gap matters, +1 when
-    only the attacker does, -1 when only the target does."""
-    alpha, beta, _ = free_fit(asr, c)
-    return (alpha + beta) / (alpha - beta)
-
-
-def coefficient_sum_ci(asr, c, n_bootstrap: int, seed: int) -> tuple[float, float, float]:
-    """alpha + beta of the free fit and its 95% bootstrap interval over resampled students
-    (a student drawn twice never attacks its own copy). Returns (sum, lo, hi)."""
-    asr, c = _pool(asr, c)
-    n_bootstrap = validate.integer("n_bootstrap", n_bootstrap, minimum=10)
-    rng, draws = np.random.default_rng(_seed("seed", seed)), []
-    for _ in range(n_bootstrap):
-        pick = rng.integers(0, len(c), len(c))
-        i, j = np.nonzero(pick[:, None] != pick[None, :])
-        design = np.column_stack([c[pick[i]], c[pick[j]], np.ones(len(i))])
-        alpha, beta, _ = np.linalg.lstsq(design, _logit(asr[pick[i], pick[j]]), rcond=None)[0]
-        draws.append(alpha + beta)
-    alpha, beta, _ = free_fit(asr, c)
-    lo, hi = np.percentile(draws, [2.5, 97.5])
-    return alpha + beta, float(lo), float(hi)
+    both = low.any(axis=0) & high.any(axis=0)
+    if not both.any():
+        return float("nan")
+    side = [(asr * m)[:, both].sum(axis=0) / m[:, both].sum(axis=0) for m in (low, high)]
+    return float(side[0].sum() / side[1].sum()) if side[1].sum() > 0 else float("nan")
 
 
 def _folds(n: int, n_folds: int, seed: int) -> list[np.ndarray]:
     return np.array_split(np.random.default_rng(_seed("seed", seed)).permutation(n), n_folds)
 
 
-def target_curve(asr, c, t: int, attackers=None, direct: float | None = None):
-    """Target t's curve logit(ASR) = w_t delta + b_t fitted on `attackers` (default: all but t),
-    with the direct-query row (capability of chance, ASR `direct`) when given."""
-    asr, c = _pool(asr, c)
-    t = validate.integer("t", t, minimum=0, maximum=len(c) - 1)
-    rows = np.setdiff1d(np.arange(len(c)) if attackers is None else attackers, [t])
-    delta, y = c[rows] - c[t], asr[rows, t]
-    if direct is not None:
-        direct = validate.probability("direct", direct)
-        delta, y = np.r_[delta, capability(CHANCE) - c[t]], np.r_[y, direct]
-    return fit_curve(delta, y)
-
-
-def heldout_attackers(asr, c, direct, seed: int, n_folds: int = 2) -> float:
+def heldout_attackers(asr, c_A, c_T, direct, seed: int, n_folds: int = 2) -> float:
     """Skill of the per-target curves on attackers they were not fitted on.
 
-    Attackers are split at random into n_folds; each target's curve (with its direct-query row,
-    direct[t]) is fitted on the other folds and predicts the held-out attackers' ASR. Skill =
-    1 - SSE(curve) / SSE(mean), where the baseline is that target's mean ASR over the same
-    fitting attackers (unbiased: the folds are random). Pooled over targets and folds.
+    Attackers are split at random into n_folds; each target's curve logit(ASR) = w_T delta +
+    b_T, with its direct-query row (capability of chance, ASR direct[t]), is fitted on the other
+    folds and predicts the held-out attackers. Skill = 1 - SSE(curve) / SSE(mean), the baseline
+    being that target's mean ASR over the same fitting attackers, pooled over targets and folds.
     """
-    asr, c = _pool(asr, c)
+    asr, c_A, c_T = _grid(asr, c_A, c_T)
     direct = validate.array("direct", direct, low=0.0, high=1.0)
-    validate.same_length(c=c, direct=direct)
-    n_folds = validate.integer("n_folds", n_folds, minimum=2, maximum=len(c) // 2)
-    sse = np.zeros(2)
-    for test in _folds(len(c), n_folds, seed):
-        fit = np.setdiff1d(np.arange(len(c)), test)
-        for t in range(len(c)):
-            curve = target_curve(asr, c, t, fit, direct[t])
-            rows, mean = test[test != t], asr[fit[fit != t], t].mean()
-            y = asr[rows, t]
-            sse += [np.sum((y - curve.predict(c[rows] - c[t])) ** 2), np.sum((y - mean) ** 2)]
+    validate.same_length(c_T=c_T, direct=direct)
+    n_folds = validate.integer("n_folds", n_folds, minimum=2, maximum=len(c_A) // 2)
+    sse, c0 = np.zeros(2), capability(CHANCE)
+    for test in _folds(len(c_A), n_folds, seed):
+        fit = np.setdiff1d(np.arange(len(c_A)), test)
+        for t in range(len(c_T)):
+            curve = fit_curve(np.r_[c_A[fit], c0] - c_T[t], np.r_[asr[fit, t], direct[t]])
+            y = asr[test, t]
+            sse += [np.sum((y - curve.predict(c_A[test] - c_T[t])) ** 2),
+                    np.sum((y - asr[fit, t].mean()) ** 2)]  # fmt: skip
     return float(1 - sse[0] / sse[1])
 
 
-PAIR_MODELS = ("gap", "attacker", "target")  # features: c_A - c_T, c_A, c_T
+def heldout_r2(asr, c_A, c_T, seed: int, n_folds: int = 3) -> dict[str, float]:
+    """Held-out R^2 of every PAIR_MODELS model on new attackers against new targets.
 
-
-def heldout_pairs(asr, c, seed: int, n_folds: int = 3) -> dict[str, float]:
-    """Held-out R^2 of three one-feature models logit(ASR) = w x + b on new pairs.
-
-    Students are split at random into n_folds; each model is fitted on pairs among the other
-    folds and predicts pairs among the held-out fold (a new attacker against a new target).
-    R^2 = 1 - SSE(model) / SSE(mean ASR of the fitting pairs), pooled over folds.
+    Attackers and targets are each split at random into n_folds; for every (attacker fold,
+    target fold) block, each model is fitted on the pairs of the other attackers and the other
+    targets and predicts the block. R^2 = 1 - SSE(model) / SSE(mean ASR of the fitting pairs),
+    pooled over blocks, in probability space.
     """
-    asr, c = _pool(asr, c)
-    n_folds = validate.integer("n_folds", n_folds, minimum=2, maximum=len(c) // 2)
+    asr, c_A, c_T = _grid(asr, c_A, c_T)
+    n_folds = validate.integer("n_folds", n_folds, minimum=2,
+                               maximum=min(len(c_A), len(c_T)) // 2)  # fmt: skip
+    seeds = np.random.SeedSequence(_seed("seed", seed)).generate_state(2)
     sse = dict.fromkeys((*PAIR_MODELS, "mean"), 0.0)
-    for test in _folds(len(c), n_folds, seed):
-        fit = np.setdiff1d(np.arange(len(c)), test)
-        c_A, c_T, y = off_diagonal(asr[np.ix_(fit, fit)], c[fit])
-        a_new, t_new, y_new = off_diagonal(asr[np.ix_(test, test)], c[test])
-        for name, x, x_new in zip(PAIR_MODELS, (c_A - c_T, c_A, c_T),
-                                  (a_new - t_new, a_new, t_new), strict=True):  # fmt: skip
-            sse[name] += np.sum((y_new - fit_curve(x, y).predict(x_new)) ** 2)
-        sse["mean"] += np.sum((y_new - y.mean()) ** 2)
-    return {name: float(1 - sse[name] / sse["mean"]) for name in PAIR_MODELS}
+    for a_test in _folds(len(c_A), n_folds, int(seeds[0])):
+        a_fit = np.setdiff1d(np.arange(len(c_A)), a_test)
+        for t_test in _folds(len(c_T), n_folds, int(seeds[1])):
+            t_fit = np.setdiff1d(np.arange(len(c_T)), t_test)
+            fit = pairs(asr[np.ix_(a_fit, t_fit)], c_A[a_fit], c_T[t_fit])
+            a_new, t_new, y_new = pairs(asr[np.ix_(a_test, t_test)], c_A[a_test], c_T[t_test])
+            for model in PAIR_MODELS:
+                pred = predict_pair_model(model, fit_pair_model(model, *fit), a_new, t_new)
+                sse[model] += np.sum((y_new - pred) ** 2)
+            sse["mean"] += np.sum((y_new - fit[2].mean()) ** 2)
+    return {model: float(1 - sse[model] / sse["mean"]) for model in PAIR_MODELS}
+
+
+def _spearman(x, y) -> float:
+    """Spearman rho, 0 when either side is constant (no ordering to correlate)."""
+    if np.ptp(x) == 0 or np.ptp(y) == 0:
+        return 0.0
+    return float(stats.spearmanr(x, y).statistic)
 
 
 def attacker_strength(asr) -> np.ndarray:
-    """Each attacker's mean ASR over the other students of its pool, shape (S,)."""
-    asr = validate.array("asr", asr, ndim=2, low=0.0, high=1.0)
-    if asr.shape[0] != asr.shape[1] or len(asr) < 2:
-        raise ValueError(f"asr must be square (S, S) with S >= 2, got {asr.shape}")
-    return (asr.sum(axis=1) - np.diag(asr)) / (len(asr) - 1)
+    """Each attacker's mean ASR over the targets (n_A, n_T): shape (n_A,)."""
+    return validate.array("asr", asr, ndim=2, low=0.0, high=1.0).mean(axis=1)
+
+
+def median_attacker_trend(asr, c_A, c_T) -> float:
+    """Spearman rho between target capability and the ASR of the median attacker (the fixed-
+    capability attacker: humans in the paper's forecast)."""
+    asr, c_A, c_T = _grid(asr, c_A, c_T)
+    return _spearman(c_T, asr[int(np.argsort(c_A)[(len(c_A) - 1) // 2])])
 
 
 def split_advantage(asr, accuracy) -> float:
     """Spearman rho of attacker strength (mean ASR over the targets, asr: (n_A, n_T)) with the
-    attackers' capability on the split that shares structure with harm (concepts 1-4), minus
-    rho with the split that does not (concepts 5-8); accuracy: (n_A, 9)."""
+    attackers' capability on the social-science split (concepts 1-4), minus rho with the STEM
+    split (concepts 5-8); accuracy: (n_A, 9)."""
     asr = validate.array("asr", asr, ndim=2, low=0.0, high=1.0)
-    c_rel, c_irr = (split_capability(accuracy, split) for split in (RELEVANT, IRRELEVANT))
-    if len(c_rel) != len(asr):
-        raise ValueError(f"accuracy needs one row per attacker ({len(asr)}), got {len(c_rel)}")
+    c_social, c_stem = (split_capability(accuracy, split) for split in (RELEVANT, IRRELEVANT))
+    if len(c_social) != len(asr):
+        raise ValueError(f"accuracy needs one row per attacker ({len(asr)}), got {len(c_social)}")
     strength = asr.mean(axis=1)
-    rho = [stats.spearmanr(c_split, strength).statistic for c_split in (c_rel, c_irr)]
-    return float(rho[0] - rho[1])
+    return _spearman(c_social, strength) - _spearman(c_stem, strength)
 
 
-def median_attacker_trend(asr, c) -> float:
-    """Spearman rho between target capability and the ASR of the median attacker (the fixed-
-    capability attacker: humans in the paper's forecast)."""
-    asr, c = _pool(asr, c)
-    a = int(np.argsort(c)[(len(c) - 1) // 2])
-    targets = np.arange(len(c)) != a
-    return float(stats.spearmanr(c[targets], asr[a, targets]).statistic)
+SURROGATES = {"target": "target", "attacker": "attacker", "capability": "free"}
 
 
-def curve_residuals(asr, c, asr_new, c_new) -> np.ndarray:
-    """Mean ASR residual (observed - predicted) of new targets under the pool's pooled curve.
+def surrogate(asr, c_A, c_T, sees: str, n_behaviours: int, seed: int):
+    """A world where attack success depends on one side's capability only (the negative control).
 
-    asr (S, S) and c (S,): the pool, whose pairs fit logit(ASR) = w delta + b; asr_new (S, k):
-    the pool's attackers against k new targets of capability c_new (k,). Negative: more robust
-    than their capability predicts.
+    Fits logit(ASR) on what the surrogate `sees` ("target": c_T; "attacker": c_A; "capability":
+    c_A and c_T, nothing else about an attacker) and draws each pair's ASR, and the direct
+    query's (an attacker at the capability of chance), as Binomial(n_behaviours, p) /
+    n_behaviours. Returns (asr (n_A, n_T), direct (n_T,)).
     """
-    asr, c = _pool(asr, c)
+    asr, c_A, c_T = _grid(asr, c_A, c_T)
+    model = SURROGATES[validate.choice("sees", sees, SURROGATES)]
+    n_behaviours = validate.integer("n_behaviours", n_behaviours, minimum=1)
+    coef = fit_pair_model(model, *pairs(asr, c_A, c_T))
+    a, t = np.meshgrid(np.r_[c_A, capability(CHANCE)], c_T, indexing="ij")  # + direct query
+    p = predict_pair_model(model, coef, a.ravel(), t.ravel()).reshape(a.shape)
+    draw = np.random.default_rng(_seed("seed", seed)).binomial(n_behaviours, p) / n_behaviours
+    return draw[:-1], draw[-1]
+
+
+def pool_stats(asr, c_A, c_T, direct, seed: int) -> dict[str, float]:
+    """Every statistic the chapter judges on one attacker pool against one target pool at one
+    budget: asr (n_A, n_T), direct (n_T,) the direct query's ASR; seed splits the folds."""
+    c_a, c_t, y = pairs(asr, c_A, c_T)
+    alpha, beta, _ = fit_pair_model("free", c_a, c_t, y)
+    curve = fit_curve(c_a - c_t, y)
+    folds, attackers = map(int, np.random.SeedSequence(_seed("seed", seed)).generate_state(2))
+    return {
+        "drop": within_target_drop(asr, c_A, c_T),
+        "skill": heldout_attackers(asr, c_A, c_T, direct, attackers),
+        "imbalance": float((alpha + beta) / (alpha - beta)), "alpha": alpha, "beta": beta,
+        "w": curve.w, "b": curve.b,
+        **{f"r2_{m}": v for m, v in heldout_r2(asr, c_A, c_T, folds).items()},
+        "rho_attacker": _spearman(c_A, attacker_strength(asr)),
+        "rho_fixed": median_attacker_trend(asr, c_A, c_T),
+        "inside": float(np.mean((y > EPS) & (y < 1 - EPS))),
+    }  # fmt: skip
+
+
+def curve_residuals(asr, c_A, c_T, asr_new, c_new) -> np.ndarray:
+    """Mean ASR residual (observed - predicted) of new targets under the pooled gap curve.
+
+    asr (n_A, n_T) with c_A, c_T: the pairs that fit logit(ASR) = w delta + b; asr_new
+    (n_A, k): the same attackers against k new targets of capability c_new (k,). Negative: more
+    robust than their capability predicts. Returns (k,).
+    """
+    c_a, c_t, y = pairs(asr, c_A, c_T)
     asr_new = validate.array("asr_new", asr_new, ndim=2, low=0.0, high=1.0)
     c_new = validate.array("c_new", c_new)
-    if asr_new.shape != (len(c), len(c_new)):
-        raise ValueError(f"asr_new must be ({len(c)}, {len(c_new)}), got {asr_new.shape}")
-    c_A, c_T, y = off_diagonal(asr, c)
-    curve = fit_curve(c_A - c_T, y)
-    return (asr_new - curve.predict(gap(c, c_new).ravel()).reshape(asr_new.shape)).mean(axis=0)
-
-
-def pooled_slope(asr, c) -> float:
-    """Slope w of one curve logit(ASR) = w delta + b through every ordered pair of a pool."""
-    c_A, c_T, y = off_diagonal(asr, c)
-    return fit_curve(c_A - c_T, y).w
+    if asr_new.shape != (len(c_A), len(c_new)):
+        raise ValueError(f"asr_new must be ({len(c_A)}, {len(c_new)}), got {asr_new.shape}")
+    curve = fit_curve(c_a - c_t, y)
+    return (asr_new - curve.predict(gap(c_A, c_new))).mean(axis=0)
 
 
 # ---------------------------------------------------------------------------- one replicate
 @dataclass(frozen=True)
 class WorldStats:
-    """Every statistic the chapter judges, for one world; arrays are indexed by BUDGETS.
+    """Every statistic the chapter judges, for one world.
 
-    drop: sharp_drop; skill: heldout_attackers; coef_sum, sum_lo, sum_hi: alpha + beta of the
-    free fit and its bootstrap interval; imbalance: (alpha + beta) / (alpha - beta); r2_gap,
-    r2_attacker, r2_target: heldout_pairs; slope: pooled_slope; rho_attacker: Spearman of
-    attacker capability with attacker strength; rho_fixed: median_attacker_trend. Scalars:
-    split_advantage of the decoupled students and the safety targets' mean residual.
+    real, target_only, attacker_only: `pool_stats` of the attacker ladder against the target
+    ladder, statistic -> (len(BUDGETS),), on the measured ASR and on the two one-sided
+    surrogates drawn from it; persuasion: the persuasion attackers' split advantage, its
+    capability-only control and the premise's correlations; gap_share: the share of pairs with
+    delta < -0.5 and with delta > +0.5; safety_residual: the safety targets' mean residual at
+    PAPER_BUDGET.
     """
 
     run: WorldRun
-    c: np.ndarray  # capability of the ladder's students, then its two safety-trained copies
-    drop: np.ndarray
-    skill: np.ndarray
-    coef_sum: np.ndarray
-    sum_lo: np.ndarray
-    sum_hi: np.ndarray
-    imbalance: np.ndarray
-    r2_gap: np.ndarray
-    r2_attacker: np.ndarray
-    r2_target: np.ndarray
-    slope: np.ndarray
-    rho_attacker: np.ndarray
-    rho_fixed: np.ndarray
-    split_advantage: float
+    c_A: np.ndarray
+    c_T: np.ndarray  # the target ladder, then its two safety-trained copies
+    real: dict
+    target_only: dict
+    attacker_only: dict
+    persuasion: dict
+    gap_share: tuple[float, float]
     safety_residual: float
 
 
-def _budget_stats(asr, c, direct, seed: int, n_bootstrap: int) -> dict[str, float]:
-    """The per-budget statistics of one pool attacking itself (see WorldStats)."""
-    folds, boot = map(int, np.random.SeedSequence(seed).generate_state(2))
-    total, lo, hi = coefficient_sum_ci(asr, c, n_bootstrap, boot)
-    r2 = heldout_pairs(asr, c, folds)
-    return {
-        "drop": sharp_drop(asr, c), "skill": heldout_attackers(asr, c, direct, folds),
-        "coef_sum": total, "sum_lo": lo, "sum_hi": hi, "imbalance": imbalance(asr, c),
-        **{f"r2_{name}": value for name, value in r2.items()}, "slope": pooled_slope(asr, c),
-        "rho_attacker": float(stats.spearmanr(c, attacker_strength(asr)).statistic),
-        "rho_fixed": median_attacker_trend(asr, c),
-    }  # fmt: skip
+def _persuasion_stats(run: WorldRun, c_T, n_ladder: int, n_behaviours: int, seed: int) -> dict:
+    """Split advantage of the persuasion attackers, its capability-only control, and the
+    premise: how much better the social split than STEM tracks persuasion (harm accuracy)."""
+    acc, asr = run.persuasion_accuracy, run.persuasion_asr[:, :n_ladder]
+    c_P = split_capability(acc)
+    control = surrogate(asr, c_P, c_T[:n_ladder], "capability", n_behaviours, seed)[0]
+
+    def tracks(a: np.ndarray) -> float:  # social minus STEM rho with persuasion (harm accuracy)
+        return _spearman(split_capability(a, RELEVANT), a[:, HARM]) - _spearman(
+            split_capability(a, IRRELEVANT), a[:, HARM])  # fmt: skip
+
+    return {"advantage": split_advantage(asr, acc), "control": split_advantage(control, acc),
+            "tracks": tracks(acc), "ladder_tracks": tracks(run.attacker_accuracy),
+            "partly": _spearman(c_P, acc[:, HARM])}  # fmt: skip
 
 
-def world_stats(seed: int, n_ladder: int, n_decoupled: int, n_behaviours: int,
-                n_bootstrap: int) -> WorldStats:  # fmt: skip
+def world_stats(seed: int, n_ladder: int, n_persuasion: int, n_behaviours: int) -> WorldStats:
     """Run one world (`run_world`) and compute every statistic of WorldStats from it."""
-    n_bootstrap = validate.integer("n_bootstrap", n_bootstrap, minimum=10)
-    run = run_world(seed, n_ladder, n_decoupled, n_behaviours)
-    c = split_capability(run.accuracy)
-    pool, S = c[:n_ladder], n_ladder
-    direct = run.asr[0, :, :S].mean(axis=0)  # the direct query does not depend on the attacker
-    analysis = int(np.random.SeedSequence(_seed("seed", seed)).generate_state(9)[8])
-    rows = [_budget_stats(run.asr[k, :, :S], pool, direct, analysis + k, n_bootstrap)
-            for k in range(1, 1 + len(BUDGETS))]  # fmt: skip
-    per_budget = {key: np.array([row[key] for row in rows]) for key in rows[0]}
-    k = 1 + BUDGETS.index(DEFAULT_BUDGET)
-    residual = curve_residuals(run.asr[k, :, :S], pool, run.asr[k, :, S:], c[S:])
-    return WorldStats(run, c, **per_budget,
-                      split_advantage=split_advantage(run.decoupled_asr, run.decoupled_accuracy),
-                      safety_residual=float(residual.mean()))  # fmt: skip
+    run = run_world(seed, n_ladder, n_persuasion, n_behaviours)
+    c_A, c_T = split_capability(run.attacker_accuracy), split_capability(run.target_accuracy)
+    S, direct = n_ladder, run.asr[0, 0, :n_ladder]  # the direct query: the same for every attacker
+    folds, to_seed, ao_seed, cap_seed = map(
+        int, np.random.SeedSequence([seed, 1]).generate_state(4)
+    )
+    rows = {"real": [], "target": [], "attacker": []}
+    for k in range(1, 1 + len(BUDGETS)):
+        asr = run.asr[k, :, :S]
+        rows["real"].append(pool_stats(asr, c_A, c_T[:S], direct, folds + k))
+        for sees, s in (("target", to_seed), ("attacker", ao_seed)):
+            fake, fake_direct = surrogate(asr, c_A, c_T[:S], sees, n_behaviours, s + k)
+            rows[sees].append(pool_stats(fake, c_A, c_T[:S], fake_direct, folds + k))
+    real, target_only, attacker_only = (
+        {key: np.array([row[key] for row in rows[kind]]) for key in rows[kind][0]}
+        for kind in ("real", "target", "attacker")
+    )
+    delta = gap(c_A, c_T[:S])
+    k = 1 + BUDGETS.index(PAPER_BUDGET)
+    residual = curve_residuals(run.asr[k, :, :S], c_A, c_T[:S], run.asr[k, :, S:], c_T[S:])
+    return WorldStats(run, c_A, c_T, real, target_only, attacker_only,
+                      _persuasion_stats(run, c_T, S, n_behaviours, cap_seed),
+                      (float(np.mean(delta < -0.5)), float(np.mean(delta > 0.5))),
+                      float(residual.mean()))  # fmt: skip
 
 
 # ---------------------------------------------------------------------------- real models
-PANFILOV2025_FAMILIES = {
-    "Llama-2": r"Llama-2-",
-    "Llama-3/3.1": r"Meta-Llama-3",
-    "Qwen2 (paper: Qwen2.5)": r"Qwen/Qwen2-",
-    "Mistral/Mixtral": r"mistralai/(?:Mistral-7B|Mixtral)",
+# MMLU (5-shot) of the GPT-3.5 and GPT-4 of early 2023: GPT-4 technical report (OpenAI 2023,
+# arXiv:2303.08774), Table 2. JailbreakBench attacked later versions (keys), indicative only.
+OPENAI2023_MMLU = {"gpt-3.5-turbo-1106": 0.700, "gpt-4-0125-preview": 0.864}
+# JailbreakBench's open models and the ObsScaling base model each is the chat version or a
+# fine-tune of (Vicuna-13B-v1.5: Llama-2-13B fine-tuned on ShareGPT conversations).
+JBB_BASE_MODELS = {
+    "mixtral": "mistralai/Mixtral-8x7B-v0.1",
+    "vicuna-13b-v1.5": "meta-llama/Llama-2-13b-hf",
+    "llama-2-7b-chat-hf": "meta-llama/Llama-2-7b-hf",
 }
+OBSSCALING_FILES = {"MMLU": "base_llm_benchmark_eval.csv",
+                    "leaderboard_mmlu_pro": "base_llm_leaderboard_v2_eval.csv"}  # fmt: skip
 
 
-def load_mmlu_pro(path: Path | None = None):
-    """ObsScaling's base-model MMLU-Pro accuracies (Open LLM Leaderboard v2) with c = logit(a).
+def _csv(path: Path):
+    import pandas as pd  # local import keeps `import lib.redteam` light
 
-    Returns a DataFrame with columns model, mmlu_pro, c and family (None outside the paper's).
-    """
-    import pandas as pd
-
-    path = Path(path) if path is not None else DATA_DIR / "base_llm_leaderboard_v2_eval.csv"
     if not path.is_file():
-        raise ValueError(f"path {path} does not exist; pass the ObsScaling leaderboard-v2 CSV")
-    raw = pd.read_csv(path)
-    df = pd.DataFrame({"model": raw["Model"], "mmlu_pro": raw["leaderboard_mmlu_pro"]})
-    df["c"] = capability(df["mmlu_pro"].to_numpy())
-    df["family"] = None
-    for family, pattern in PANFILOV2025_FAMILIES.items():
-        df.loc[df["model"].str.contains(pattern, regex=True), "family"] = family
-    return df
+        raise ValueError(f"path {path} does not exist; pass the data file (see data/README.md)")
+    return pd.read_csv(path)
+
+
+def load_obsscaling(column: str, path: Path | None = None):
+    """A score of ObsScaling's base models (Ruan et al. 2024): "MMLU" (5-shot, Open LLM
+    Leaderboard v1) or "leaderboard_mmlu_pro" (v2). Returns a Series indexed by model."""
+    column = validate.choice("column", column, OBSSCALING_FILES)
+    path = Path(path) if path else DATA_DIR / "obsscaling" / OBSSCALING_FILES[column]
+    table = _csv(path)
+    return table.set_index("Model")[column]
+
+
+def load_jailbreakbench(path: Path | None = None):
+    """JailbreakBench's per-behaviour outcomes (Chao et al. 2024): one row per attack, target
+    model and behaviour, with `jailbroken` (0/1, the benchmark's judge) and `attacker_model`."""
+    return _csv(Path(path) if path else DATA_DIR / "jailbreakbench" / "jbb_behaviors.csv")
+
+
+def jbb_capabilities(models) -> dict[str, tuple[float, str]]:
+    """MMLU (5-shot) of JailbreakBench models: {model: (accuracy, source)}, from ObsScaling's
+    base models (JBB_BASE_MODELS) or the GPT-4 technical report (OPENAI2023_MMLU)."""
+    mmlu, found = load_obsscaling("MMLU"), {}
+    for model in models:
+        if model in OPENAI2023_MMLU:
+            found[model] = (OPENAI2023_MMLU[model], "OpenAI 2023, Table 2")
+        elif model in JBB_BASE_MODELS:
+            found[model] = (float(mmlu[JBB_BASE_MODELS[model]]),
+                            f"ObsScaling, base {JBB_BASE_MODELS[model]}")  # fmt: skip
+        else:
+            raise ValueError(f"model {model!r} has no capability score; pass one of "
+                             f"{sorted([*OPENAI2023_MMLU, *JBB_BASE_MODELS])}")  # fmt: skip
+    return found

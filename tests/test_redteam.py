@@ -91,15 +91,18 @@ def test_students_learn_with_compute(world):
     assert acc.shape == (3, rt.N_CONCEPTS) and c[2] > c[0] and acc[2, rt.HARM] > 0.85
 
 
-def test_padding_does_not_change_a_student(world):
-    small = rt.StudentConfig(4, 200)
-    alone = rt.train_students(world, [small], seed=3)
+def test_padding_and_width_groups_keep_each_student():
+    narrow, wide = rt.StudentConfig(4, 200), rt.StudentConfig(16, 200)
+    both = rt.train_students(world := rt.make_world(0), [wide, narrow], seed=3)
+    # Students come back in config order, padded to the widest: the narrow one's extra units
+    # carry exactly zero weights, so it still computes a 4-unit network.
+    assert both.W2.shape == (2, 16, 16)
+    assert np.all(both.W1[1, :, 4:] == 0) and np.all(both.W3[1, 4:] == 0)
     x = rt.sample_inputs(50, 9)
-    # Trained next to a wider student, it draws other random numbers; only check it stays
-    # a 4-unit network: its padded units carry exactly zero weights.
-    both = rt.train_students(world, [small, rt.StudentConfig(16, 200)], seed=3)
-    assert np.all(both.W1[0, :, 4:] == 0) and np.all(both.W3[0, 4:] == 0)
-    assert alone.proba(x).shape == (1, 50, rt.N_CONCEPTS)
+    alone = rt.train_students(world, [narrow], seed=3)
+    assert np.allclose(alone.padded(16).logits(x), alone.logits(x), atol=1e-6)
+    with pytest.raises(ValueError, match="H"):
+        alone.padded(2)
 
 
 def test_judge_on_planted_targets(world):
@@ -135,46 +138,74 @@ def test_asr_at_budgets_is_best_of_n():
     assert asr[:, 0, 0].tolist() == [0.5, 0.5, 0.5, 1.0]
 
 
-def _planted(w=1.7, b=-0.8, alpha=None, beta=None, n=12, seed=0, n_beh=0):
-    """A pool attacking itself with logit ASR = alpha c_A + beta c_T + b (default: the gap)."""
+def _planted(alpha=1.7, beta=-1.7, b=-0.8, n=12, seed=0, n_beh=0):
+    """Attackers against targets with logit ASR = alpha c_A + beta c_T + b (default: the gap)."""
     rng = np.random.default_rng(seed)
-    c = np.sort(rng.uniform(0, 2, n))
-    alpha, beta = (w, -w) if alpha is None else (alpha, beta)
-    p = special.expit(alpha * c[:, None] + beta * c[None, :] + b)
+    c_A, c_T = np.sort(rng.uniform(0, 2, n)), np.sort(rng.uniform(0, 2, n))
+    p = special.expit(alpha * c_A[:, None] + beta * c_T[None, :] + b)
     asr = p if n_beh == 0 else rng.binomial(n_beh, p) / n_beh
-    return asr, c
+    return asr, c_A, c_T
 
 
 def test_fits_recover_planted_gap_model():
-    asr, c = _planted()
-    assert rt.pooled_slope(asr, c) == pytest.approx(1.7, abs=1e-9)
-    alpha, beta, b = rt.free_fit(asr, c)
-    assert (alpha, beta, b) == pytest.approx((1.7, -1.7, -0.8), abs=1e-9)
-    assert rt.imbalance(asr, c) == pytest.approx(0.0, abs=1e-9)
-    total, lo, hi = rt.coefficient_sum_ci(asr, c, n_bootstrap=20, seed=1)
-    assert total == pytest.approx(0.0, abs=1e-9) and lo <= 1e-9 and hi >= -1e-9
-    r2 = rt.heldout_pairs(asr, c, seed=2)
-    assert r2["gap"] > 0.99 and r2["gap"] > r2["attacker"] and r2["gap"] > r2["target"]
-    direct = special.expit(1.7 * (rt.capability(rt.CHANCE) - c) - 0.8)  # on the planted curve
-    assert rt.heldout_attackers(asr, c, direct, seed=3) == pytest.approx(1.0, abs=1e-9)
+    asr, c_A, c_T = _planted()
+    pairs = rt.pairs(asr, c_A, c_T)
+    assert rt.fit_pair_model("gap", *pairs) == pytest.approx([1.7, -0.8], abs=1e-9)
+    assert rt.fit_pair_model("free", *pairs) == pytest.approx([1.7, -1.7, -0.8], abs=1e-9)
+    assert rt.imbalance(asr, c_A, c_T) == pytest.approx(0.0, abs=1e-9)
+    assert rt.fit_curve(pairs[0] - pairs[1], pairs[2]).w == pytest.approx(1.7, abs=1e-9)
+    r2 = rt.heldout_r2(asr, c_A, c_T, seed=2)
+    assert r2["gap"] == pytest.approx(1.0, abs=1e-9) and r2["free"] == pytest.approx(1.0, abs=1e-9)
+    assert r2["gap"] > r2["attacker"] and r2["gap"] > r2["target"]
+    direct = special.expit(1.7 * (rt.capability(rt.CHANCE) - c_T) - 0.8)  # on the planted curve
+    assert rt.heldout_attackers(asr, c_A, c_T, direct, seed=3) == pytest.approx(1.0, abs=1e-9)
 
 
-def test_free_fit_sees_a_target_dominated_world():
-    asr, c = _planted(alpha=0.5, beta=-2.0, b=1.0)
-    assert rt.imbalance(asr, c) == pytest.approx((0.5 - 2.0) / (0.5 + 2.0), abs=1e-9)
-    total, lo, hi = rt.coefficient_sum_ci(asr, c, n_bootstrap=20, seed=1)
-    assert total == pytest.approx(-1.5, abs=1e-9) and hi < 0
+def test_separate_coefficients_see_a_target_dominated_world():
+    asr, c_A, c_T = _planted(alpha=0.5, beta=-2.0, b=1.0)
+    assert rt.imbalance(asr, c_A, c_T) == pytest.approx((0.5 - 2.0) / (0.5 + 2.0), abs=1e-9)
+    r2 = rt.heldout_r2(asr, c_A, c_T, seed=2)
+    assert r2["free"] == pytest.approx(1.0, abs=1e-9) and r2["gap"] < r2["free"] - 0.05
 
 
 def test_trends_on_planted_pool():
-    asr, c = _planted(n_beh=200)
-    assert rt.sharp_drop(asr, c) < 0.5
-    assert rt.median_attacker_trend(asr, c) < -0.8
-    strength = rt.attacker_strength(asr)
-    assert np.all(np.diff(strength[::3]) > 0)
-    asr, c = _planted()  # noise-free: the pooled curve is the planted one
-    asr_new = rt.Curve(1.7, -0.8).predict(rt.gap(c, c[:2])) - 0.1
-    assert rt.curve_residuals(asr, c, asr_new, c[:2]) == pytest.approx([-0.1, -0.1], abs=1e-9)
+    asr, c_A, c_T = _planted(n_beh=200)
+    assert rt.within_target_drop(asr, c_A, c_T) < 0.5
+    assert np.isnan(rt.within_target_drop(asr, c_A, c_A + 5))  # every attacker weaker: no drop
+    assert np.isnan(rt.within_target_drop(np.zeros_like(asr), c_A, c_T))  # nobody succeeds
+    assert rt.median_attacker_trend(asr, c_A, c_T) < -0.8
+    assert np.all(np.diff(rt.attacker_strength(asr)[::3]) > 0)
+    asr, c_A, c_T = _planted()  # noise-free: the pooled curve is the planted one
+    asr_new = rt.Curve(1.7, -0.8).predict(rt.gap(c_A, c_T[:2])) - 0.1
+    residual = rt.curve_residuals(asr, c_A, c_T, asr_new, c_T[:2])
+    assert residual == pytest.approx([-0.1, -0.1], abs=1e-9)
+
+
+def test_one_sided_surrogates_remove_the_other_side():
+    asr, c_A, c_T = _planted(n_beh=100)
+
+    def mean_stats(sees: str) -> dict[str, float]:  # pool_stats averaged over 20 draws
+        draws = [rt.surrogate(asr, c_A, c_T, sees, 100, s) for s in range(20)]
+        rows = [rt.pool_stats(fake, c_A, c_T, direct, s) for s, (fake, direct) in enumerate(draws)]
+        return {k: float(np.mean([r[k] for r in rows])) for k in rows[0]}
+
+    target, attacker = mean_stats("target"), mean_stats("attacker")
+    assert target["drop"] == pytest.approx(1.0, abs=0.05)  # no attacker effect left
+    assert abs(target["rho_attacker"]) < 0.15 and target["imbalance"] < -0.9
+    assert abs(attacker["rho_fixed"]) < 0.15 and attacker["imbalance"] > 0.9
+    fake, direct = rt.surrogate(asr, c_A, c_T, "target", 100, 0)
+    assert fake.shape == asr.shape and direct.shape == c_T.shape
+    assert np.allclose(fake * 100, np.round(fake * 100))  # Binomial counts over 100 behaviours
+
+
+def test_persuasion_configs_link_harm_and_social_labels():
+    linked = rt.persuasion_configs(8, seed=1)
+    assert all(c.harm_fraction == c.relevant_fraction for c in linked)
+    assert len({c.irrelevant_fraction for c in linked}) == 8
+    low, high = rt.SHARE_RANGE
+    assert all(low <= c.harm_fraction <= high for c in linked)
+    apart = rt.persuasion_configs(8, seed=1, linked=False)
+    assert all(c.harm_fraction != c.relevant_fraction for c in apart)
 
 
 def test_split_advantage_on_planted_skills():
@@ -185,18 +216,24 @@ def test_split_advantage_on_planted_skills():
     assert rt.split_advantage(asr, acc) > 0.5
 
 
-def test_world_stats_small(world):
-    stats = rt.world_stats(0, n_ladder=12, n_decoupled=3, n_behaviours=10, n_bootstrap=10)
-    assert stats.drop.shape == (len(rt.BUDGETS),) and stats.c.shape == (14,)
+def test_world_stats_small():
+    stats = rt.world_stats(0, n_ladder=6, n_persuasion=3, n_behaviours=10)
+    assert stats.real["drop"].shape == (len(rt.BUDGETS),) and stats.c_T.shape == (8,)
+    assert set(stats.real) == set(stats.target_only) == set(stats.attacker_only)
     assert np.all(np.diff(stats.run.asr, axis=0) >= 0)  # best of N never falls with N
+    assert stats.run.persuasion_asr.shape == (3, 8)
 
 
-def test_real_mmlu_pro_table():
-    df = rt.load_mmlu_pro()
-    row = df[df["model"] == "meta-llama/Llama-2-7b-hf"].iloc[0]
-    assert row["mmlu_pro"] == pytest.approx(0.18609, abs=1e-5) and row["family"] == "Llama-2"
-    assert row["c"] == pytest.approx(special.logit(row["mmlu_pro"]))
-    assert set(rt.PANFILOV2025_FAMILIES) == set(df["family"].dropna())
+def test_real_data_tables():
+    mmlu = rt.load_obsscaling("MMLU")
+    assert mmlu["meta-llama/Llama-2-7b-hf"] == pytest.approx(0.43796, abs=1e-5)
+    pro = rt.load_obsscaling("leaderboard_mmlu_pro")
+    assert pro["meta-llama/Llama-2-7b-hf"] == pytest.approx(0.18609, abs=1e-5)
+    jbb = rt.load_jailbreakbench()
+    pair = jbb[jbb["attack"] == "PAIR"].groupby("target_model")["jailbroken"].agg(["sum", "size"])
+    assert pair.loc["gpt-4-0125-preview"].tolist() == [34, 100]  # JailbreakBench's PAIR on GPT-4
+    score = rt.jbb_capabilities(["mixtral", "gpt-4-0125-preview"])
+    assert score["gpt-4-0125-preview"][0] == 0.864 and score["mixtral"][0] > 0.7
 
 
 POOL = np.full((4, 4), 0.5)
@@ -215,7 +252,8 @@ C4 = np.arange(4.0)
         (lambda w: rt.StudentConfig(4, 10, harm_weight=-1.0), ValueError, "harm_weight"),
         (lambda w: rt.StudentConfig(4, 10, harm_fraction=1.5), ValueError, "harm_fraction"),
         (lambda w: rt.ladder_configs(1), ValueError, "n must be"),
-        (lambda w: rt.decoupled_configs(2.5, 0), TypeError, "n"),
+        (lambda w: rt.persuasion_configs(2.5, 0), TypeError, "n"),
+        (lambda w: rt.persuasion_configs(4, 0, linked="yes"), TypeError, "linked"),
         (lambda w: rt.safety_configs(rt.ladder_configs(2)), ValueError, "ladder"),
         (lambda w: rt.sample_inputs(0, 0), ValueError, "n must be"),
         (lambda w: rt.sample_behaviours(w, 5, 0, margin=np.inf), ValueError, "margin"),
@@ -231,20 +269,26 @@ C4 = np.arange(4.0)
         (lambda w: rt.asr_at_budgets(np.zeros((1, 1, 2, 3), bool), [5]), ValueError, "budgets"),
         (lambda w: rt.fit_curve([1.0, 1.0], [0.2, 0.3]), ValueError, "two distinct"),
         (lambda w: rt.fit_curve([1.0, 2.0], [0.2]), ValueError, "equal lengths"),
-        (lambda w: rt.sharp_drop(np.full((4, 4), 1.5), C4), ValueError, "asr"),
-        (lambda w: rt.sharp_drop(POOL, C4[:3]), ValueError, "at least 4"),
-        (lambda w: rt.sharp_drop(POOL, np.zeros(4)), ValueError, "no pairs"),
-        (lambda w: rt.coefficient_sum_ci(POOL, C4, 5, 0), ValueError, "n_bootstrap"),
-        (lambda w: rt.heldout_pairs(POOL, C4, 0, n_folds=3), ValueError, "n_folds"),
-        (lambda w: rt.heldout_attackers(POOL, C4, [0.1, 0.2], 0), ValueError, "equal lengths"),
-        (lambda w: rt.target_curve(POOL, C4, 4), ValueError, "t must be"),
-        (lambda w: rt.attacker_strength(np.full((2, 3), 0.5)), ValueError, "square"),
+        (lambda w: rt.pairs(np.full((4, 4), 1.5), C4, C4), ValueError, "asr"),
+        (lambda w: rt.pairs(POOL, C4[:3], C4), ValueError, "len"),
+        (lambda w: rt.fit_pair_model("both", C4, C4, [0.5] * 4), ValueError, "model"),
+        (lambda w: rt.fit_pair_model("gap", C4, C4[:3], [0.5] * 4), ValueError, "equal lengths"),
+        (lambda w: rt.within_target_drop(POOL, C4, C4, threshold=-1.0), ValueError,
+         "threshold"),
+        (lambda w: rt.heldout_r2(POOL, C4, C4, 0, n_folds=3), ValueError, "n_folds"),
+        (lambda w: rt.heldout_attackers(POOL, C4, C4, [0.1, 0.2], 0), ValueError,
+         "equal lengths"),
+        (lambda w: rt.surrogate(POOL, C4, C4, "both", 100, 0), ValueError, "sees"),
+        (lambda w: rt.surrogate(POOL, C4, C4, "target", 0, 0), ValueError, "n_behaviours"),
         (lambda w: rt.split_advantage(POOL, np.full((3, 9), 0.7)), ValueError, "one row"),
         (lambda w: rt.split_capability(np.full((3, 9), 0.7), [0]), ValueError, "subset"),
-        (lambda w: rt.curve_residuals(POOL, C4, np.full((3, 1), 0.5), [1.0]), ValueError,
+        (lambda w: rt.curve_residuals(POOL, C4, C4, np.full((3, 1), 0.5), [1.0]), ValueError,
          "asr_new"),
-        (lambda w: rt.world_stats(0, 11, 3, 10, 10), ValueError, "n_ladder"),
-        (lambda w: rt.load_mmlu_pro("/nonexistent.csv"), ValueError, "does not exist"),
+        (lambda w: rt.run_world(0, 5, 3, 10), ValueError, "n_ladder"),
+        (lambda w: rt.load_obsscaling("MMLU-Pro"), ValueError, "column"),
+        (lambda w: rt.load_obsscaling("MMLU", "/nonexistent.csv"), ValueError, "does not exist"),
+        (lambda w: rt.load_jailbreakbench("/nonexistent.csv"), ValueError, "does not exist"),
+        (lambda w: rt.jbb_capabilities(["gpt-5"]), ValueError, "no capability score"),
     ],
 )  # fmt: skip
 def test_bad_input_raises(world, call, error, match):
