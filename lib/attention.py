@@ -186,6 +186,24 @@ def collapse_curve(X, betas, m: int | None = None) -> np.ndarray:
     return np.array([np.mean(_ratios_at(Y, G, b)) for b in betas])
 
 
+def attention_entropy(X, betas, m: int | None = None) -> np.ndarray:
+    """Mean Shannon entropy (nats) of the first m query rows' attention at each beta; (len(betas),).
+
+    H_i = -sum_j A_ij log A_ij = logsumexp_j(z_ij) - sum_j A_ij z_ij with z = beta <y_i, y_j>.
+    exp(H) is the effective number of keys a query attends to: n at beta = 0, 1 as beta -> inf.
+    """
+    X, betas = _tokens(X), _betas(betas)
+    _, G = _query_cosines(X, m)
+
+    def entropy(beta: float) -> float:
+        z = beta * G
+        return float(
+            np.mean(special.logsumexp(z, axis=1) - np.sum(special.softmax(z, axis=1) * z, axis=1))
+        )
+
+    return np.array([entropy(b) for b in betas])
+
+
 def crossing_gamma(X, rho: float, m: int | None = None, bracket=(0.1, 5.0)) -> float:
     """gamma* where lambda(beta = gamma log n) crosses its critical value 1 / (1 + 3 rho).
 
@@ -332,6 +350,7 @@ class ClusterLayer:
     cluster_share: float  # sum of A_ij over the query's cluster, itself included
     lam_in: float  # collapse metric over pairs within a cluster
     lam_out: float  # collapse metric over pairs across clusters
+    entropy: float  # Shannon entropy of a query's attention (nats), as in `attention_entropy`
 
 
 def explicit_clusters(n: int, cluster_size: int, rho_in: float, rho_out: float) -> np.ndarray:
@@ -357,7 +376,8 @@ def cluster_exact(
     A query in cluster C puts a on itself, b on each of the s - 1 others in C and c on each of
     the n - s tokens outside, so x_i' = u y_i + v S_C + c S with u = a - b, v = b - c and
     S_C, S the sums over C and over all tokens. The Gram entries of y_i, S_C and S follow from
-    the two cosines; lambda_in = u^2 / ||x'||^2 as on the one-level simplex. n and s may be
+    the two cosines; lambda_in = u^2 / ||x'||^2 as on the one-level simplex, and the entropy is
+    -(a log a + (s - 1) b log b + (n - s) c log c). n and s may be
     real (n up to ~1e15) so that large-n limits can be probed.
     """
     n = validate.real("n", n, low=4.0)
@@ -365,7 +385,10 @@ def cluster_exact(
     rho_in, rho_out = _levels(rho_in, rho_out)
     beta = validate.real("beta", beta, low=0.0)
     logw = np.array([beta, beta * rho_in + math.log(s - 1), beta * rho_out + math.log(n - s)])
-    self_w, rest_w, out_w = np.exp(logw - special.logsumexp(logw))  # shares, kept accurate
+    log_total = special.logsumexp(logw)
+    self_w, rest_w, out_w = np.exp(logw - log_total)  # shares, kept accurate
+    log_each = logw - log_total - np.log([1.0, s - 1, n - s])  # log a, log b, log c
+    entropy = -float(np.dot([self_w, rest_w, out_w], log_each))
     a, b, c = self_w, rest_w / (s - 1), out_w / (n - s)
     u, v = a - b, b - c
     own = 1 + (s - 1) * rho_in  # <y_i, S_C>
@@ -374,7 +397,7 @@ def cluster_exact(
     norm_sq = u**2 + 2 * u * v * own + v**2 * s * own + common
     across = u**2 * rho_out + 2 * u * v * s * rho_out + v**2 * s**2 * rho_out + common
     lam_out = (norm_sq - across) / (norm_sq * (1 - rho_out))
-    return ClusterLayer(float(a), float(a + rest_w), float(u**2 / norm_sq), float(lam_out))
+    return ClusterLayer(float(a), float(a + rest_w), float(u**2 / norm_sq), float(lam_out), entropy)
 
 
 def exact_window_edges(

@@ -125,6 +125,29 @@ def test_cluster_exact_matches_explicit_clusters(beta):
     A /= A.sum(axis=1, keepdims=True)
     assert A[0, 0] == pytest.approx(exact.self_share, abs=1e-13)
     assert A[0, labels == labels[0]].sum() == pytest.approx(exact.cluster_share, abs=1e-13)
+    entropy = at.attention_entropy(Y, [beta])[0]
+    assert entropy == pytest.approx(-np.sum(A[0] * np.log(A[0])), abs=1e-12)
+    assert entropy == pytest.approx(exact.entropy, abs=1e-12)
+
+
+def test_attention_entropy_limits():
+    """Uniform attention at beta = 0 has entropy log n; a huge beta attends to the query only."""
+    X = at.make_tokens(200, 64, 0.5, seed=2)
+    low, high = at.attention_entropy(X, [0.0, 500.0], m=20)
+    assert low == pytest.approx(math.log(200), abs=1e-12)
+    assert high < 1e-6
+
+
+def test_cluster_entropy_grows_like_kappa_log_n_inside_the_window():
+    """Inside the window the attention spreads over the query's cluster of n^kappa tokens, so
+    d H / d log n -> kappa; at a fixed beta it tends to 1 (all n tokens), at beta ~ log^2 n to 0."""
+    rho_in, rho_out, gamma = 0.8, 0.2, 5 / 3
+    entropy = lambda n, beta: at.cluster_exact(n, n**0.5, rho_in, rho_out, beta).entropy  # noqa: E731
+    n1, n2 = 1e40, 1e80
+    slope = lambda f: (entropy(n2, f(n2)) - entropy(n1, f(n1))) / math.log(n2 / n1)  # noqa: E731
+    assert slope(lambda n: gamma * math.log(n)) == pytest.approx(0.5, abs=0.02)
+    assert slope(lambda n: 5.0) == pytest.approx(1.0, abs=0.02)
+    assert slope(lambda n: gamma * math.log(n) ** 2) == pytest.approx(0.0, abs=0.02)
 
 
 def test_cluster_shares_switch_at_the_large_n_window_edges():
@@ -202,6 +225,8 @@ BAD_CALLS = [
     (lambda: at.collapse_metric(np.ones((3, 2)), np.ones((4, 2))), ValueError, "X_out must be"),
     (lambda: at.collapse_curve(X_OK, [np.inf]), ValueError, "betas contains NaN or inf"),
     (lambda: at.collapse_curve(X_OK, [-1.0]), ValueError, "betas must be >= 0"),
+    (lambda: at.attention_entropy(X_OK, [NAN]), ValueError, "betas contains NaN"),
+    (lambda: at.attention_entropy(X_OK, [1.0], m=0), ValueError, "m must be >= 2"),
     (lambda: at.crossing_gamma(X_OK, 0.5, bracket=(1.5, 1.6)), ValueError, "does not cross"),
     (lambda: at.crossing_gamma(X_OK, 0.5, bracket=(2.0, 1.0)), ValueError, "bracket must be"),
     (lambda: at.self_weight(X_OK, NAN), ValueError, "beta must be finite"),
