@@ -158,16 +158,27 @@ def _run(N: int, x: np.ndarray, step: Callable, s_max: float, n_save: int, seed:
     return Trajectory(s=save / N, m=np.array(m_out), R=np.array(R_out))
 
 
+def _overlaps(m0, rows: int, bound: float) -> np.ndarray:
+    """Starting overlaps: a number or one per row, each in [-bound, bound] (bound = sqrt(R0))."""
+    m0 = np.atleast_1d(_numbers("m0", m0))
+    if m0.ndim > 1 or m0.size not in (1, rows):
+        raise ValueError(f"m0 must be a number or one per row ({rows}), got shape {m0.shape}")
+    if np.any(np.abs(m0) > bound):
+        raise ValueError(f"m0 must lie in [-{bound:g}, {bound:g}] (an overlap with v at norm "
+                         f"sqrt(R0)), got {m0.flat[np.argmax(np.abs(m0))]:g}")  # fmt: skip
+    return np.broadcast_to(m0, (rows,))
+
+
 def _start(gen_seed: int, N: int, rows: int, m0, R0: float = 1.0) -> np.ndarray:
-    """Frame coordinates (rows, 4) of a start with overlap m0 and squared norm R0; m0=None
-    draws x uniformly on the sphere of radius sqrt(R0) (overlap ~ N(0, 1) / sqrt(N))."""
+    """Frame coordinates (rows, 4) of a start with overlaps m0 (rows,) and squared norm R0;
+    m0=None draws x uniformly on the sphere of radius sqrt(R0) (overlap ~ N(0, 1) / sqrt(N))."""
     if m0 is None:
         gen = np.random.default_rng([gen_seed, 1])  # a stream apart from the steps' noise
         z1 = gen.standard_normal(rows)
         m0 = math.sqrt(R0) * z1 / np.sqrt(z1**2 + gen.chisquare(N - 1, rows))
     x = np.zeros((rows, FRAME))
     x[:, 0] = m0
-    x[:, 1] = np.sqrt(R0 - x[:, 0] ** 2)
+    x[:, 1] = np.sqrt(np.maximum(R0 - x[:, 0] ** 2, 0.0))
     return x
 
 
@@ -178,7 +189,7 @@ def simulate_tensor_pca(
     c,
     beta=0.0,
     normalized=False,
-    m0: float | None = None,
+    m0=None,
     s_max: float = 5.0,
     n_save: int = 101,
     seed: int = 0,
@@ -188,13 +199,14 @@ def simulate_tensor_pca(
     -grad loss = k lam m^{k-1} v + Z with Cov Z = k I + k(k-1) x x^T, so its tangent part is
     k lam m^{k-1} P_x v + sqrt(k) P_x xi with xi ~ N(0, I_N). Step: u <- beta u + delta P_x(-grad),
     x <- (x + u) / ||x + u||, delta = c / N (SGD-U: c / sqrt(N) along the unit tangent
-    direction). c, beta, normalized: per row (broadcast). m0=None: uniform start.
+    direction). c, beta, normalized and the starting overlap m0: per row (broadcast);
+    m0=None: a uniform start.
     """
     N, k = validate.integer("N", N, minimum=4), validate.integer("k", k, minimum=2)
     lam = validate.real("lam", lam, low=0.0)
     c, beta, flags = _rows(c, beta, normalized)
     if m0 is not None:
-        m0 = validate.real("m0", m0, low=-1.0, high=1.0)
+        m0 = _overlaps(m0, len(c), 1.0)
     s_max = validate.real("s_max", s_max, low=0.0, low_open=True)
     n_save = validate.integer("n_save", n_save, minimum=2)
     seed = validate.integer("seed", seed, minimum=0)
@@ -231,7 +243,7 @@ def simulate_single_index(
     c,
     beta=0.0,
     normalized=False,
-    m0: float = 0.0,
+    m0=0.0,
     R0: float = 1.0,
     s_max: float = 10.0,
     n_save: int = 101,
@@ -241,14 +253,14 @@ def simulate_single_index(
 
     grad = g a with g = (f(<x, a>) - y) f'(<x, a>); SGD-M: u <- beta u - (c / N) g a;
     SGD-U: u <- beta u - (c / sqrt(N)) sign(g) a / ||a||; then x <- x + u. Start: m = m0 and
-    R = ||x||^2 = R0 exactly. c, beta, normalized: per row (broadcast).
+    R = ||x||^2 = R0 exactly. c, beta, normalized and m0: per row (broadcast).
     """
     N = validate.integer("N", N, minimum=4)
     f, fp = _link(validate.choice("link", link, LINKS))
     sigma = validate.real("sigma", sigma, low=0.0)
     c, beta, flags = _rows(c, beta, normalized)
     R0 = validate.real("R0", R0, low=0.0, low_open=True)
-    m0 = validate.real("m0", m0, low=-math.sqrt(R0), high=math.sqrt(R0))
+    m0 = _overlaps(m0, len(c), math.sqrt(R0))
     s_max = validate.real("s_max", s_max, low=0.0, low_open=True)
     n_save = validate.integer("n_save", n_save, minimum=2)
     seed = validate.integer("seed", seed, minimum=0)
@@ -338,6 +350,13 @@ def _quadrature(n: int = N_QUAD) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 _W1, _W2, _P = _quadrature()
 
 
+def _pair(m: float, R: float) -> tuple[np.ndarray, np.ndarray]:
+    """(lambda_x, lambda_v) ~ N(0, [[R, m], [m, 1]]) on the quadrature nodes, each (2n, n)."""
+    lx = math.sqrt(R) * _W1[:, None] + 0.0 * _W2[None, :]
+    lv = (m / math.sqrt(R)) * _W1[:, None] + math.sqrt(max(0.0, 1 - m**2 / R)) * _W2[None, :]
+    return lx, lv
+
+
 def single_index_drift(
     m: float, R: float, link: str, sigma: float, c_eff: float, normalized: bool = False
 ) -> tuple[float, float]:
@@ -357,8 +376,7 @@ def single_index_drift(
     m = float(np.clip(validate.real("m", m), -math.sqrt(R), math.sqrt(R)))
     if normalized and sigma == 0:
         raise ValueError("sigma must be > 0 for normalized SGD (its drift averages over noise)")
-    lx = math.sqrt(R) * _W1[:, None] + 0.0 * _W2[None, :]
-    lv = (m / math.sqrt(R)) * _W1[:, None] + math.sqrt(max(0.0, 1 - m**2 / R)) * _W2[None, :]
+    lx, lv = _pair(m, R)
     D, d = f(lx) - f(lv), fp(lx)
     if normalized:
         S = np.sign(d) * erf(D / (sigma * math.sqrt(2)))
@@ -368,6 +386,26 @@ def single_index_drift(
         dm = -c * np.sum(_P * D * d * lv)
         dR = -2 * c * np.sum(_P * D * d * lx) + c**2 * np.sum(_P * (D**2 + sigma**2) * d**2)
     return float(dm), float(dR)
+
+
+def gradient_moments(link: str, sigma: float, m: float, R: float) -> tuple[float, float, float]:
+    """(E|g|, E g^2, P(g != 0)) of the gradient factor g = (f(lambda_x) - y) f'(lambda_x) at (m, R).
+
+    The single-index gradient is g a with ||a|| ~ sqrt(N), so SGD at step c / N moves about
+    c |g| / sqrt(N) per step. With D = f(lambda_x) - f(lambda_v), the label noise is averaged in
+    closed form: E_eps |D - sigma eps| = sigma sqrt(2/pi) exp(-D^2 / 2 sigma^2) + D erf(D / sigma
+    sqrt 2) (a folded normal) and E_eps (D - sigma eps)^2 = D^2 + sigma^2; P(g != 0) = P(f' != 0).
+    """
+    f, fp = _link(validate.choice("link", link, LINKS))
+    sigma = validate.real("sigma", sigma, low=0.0, low_open=True)
+    R = validate.real("R", R, low=0.0, low_open=True)
+    m = validate.real("m", m, low=-math.sqrt(R), high=math.sqrt(R))
+    lx, lv = _pair(m, R)
+    D, d = f(lx) - f(lv), np.abs(fp(lx))
+    folded = sigma * math.sqrt(2 / math.pi) * np.exp(-(D**2) / (2 * sigma**2))
+    folded += D * erf(D / (sigma * math.sqrt(2)))
+    moments = (np.sum(_P * folded * d), np.sum(_P * (D**2 + sigma**2) * d**2), np.sum(_P * (d > 0)))
+    return tuple(float(x) for x in moments)
 
 
 def solve_single_index_ode(

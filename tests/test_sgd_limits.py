@@ -160,6 +160,33 @@ def test_linear_link_quadrature_matches_closed_forms():
     )
 
 
+def test_gradient_moments_match_closed_forms():
+    """Linear link: g ~ N(0, e + sigma^2); ReLU at x = v: g = -sigma eps when the unit is on."""
+    sigma = 0.5
+    for m, R in ((0.0, 1.0), (0.3, 1.2), (1.0, 1.0)):
+        var = R - 2 * m + 1 + sigma**2
+        abs_g, g2, p = S.gradient_moments("linear", sigma, m, R)
+        assert abs_g == pytest.approx(math.sqrt(2 * var / math.pi), abs=1e-10)
+        assert g2 == pytest.approx(var, abs=1e-10) and p == pytest.approx(1.0)
+    abs_g, g2, p = S.gradient_moments("relu", sigma, 1.0, 1.0)
+    assert abs_g == pytest.approx(0.5 * sigma * math.sqrt(2 / math.pi), abs=1e-10)
+    assert g2 == pytest.approx(0.5 * sigma**2, abs=1e-10) and p == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("link, m, R", [("relu", 0.0, 1.0), ("relu", 0.4, 1.5), ("tanh", 0.4, 1.5)])
+def test_gradient_moments_match_monte_carlo(link, m, R):
+    rng = np.random.default_rng(2)
+    n, sigma = 400_000, 0.5
+    lv = rng.standard_normal(n)
+    lx = m * lv + math.sqrt(R - m**2) * rng.standard_normal(n)
+    f, fp = S._link(link)
+    g = (f(lx) - f(lv) - sigma * rng.standard_normal(n)) * fp(lx)
+    abs_g, g2, p = S.gradient_moments(link, sigma, m, R)
+    assert abs_g == pytest.approx(np.abs(g).mean(), rel=1e-2)
+    assert g2 == pytest.approx(np.mean(g**2), rel=1e-2)
+    assert p == pytest.approx(np.mean(g != 0), abs=5e-3)
+
+
 @pytest.mark.parametrize("link", ["relu", "tanh"])
 def test_quadrature_matches_monte_carlo(link):
     rng = np.random.default_rng(1)
@@ -209,6 +236,17 @@ def test_single_index_simulator_follows_ode():
         np.testing.assert_allclose(tr.distance, tr.R - 2 * tr.m + 1)
 
 
+def test_starting_overlaps_can_differ_per_row():
+    """m0 per row: a start at x = v (m = 1) and one at m = 0, side by side in one call."""
+    tr = S.simulate_tensor_pca(500, 2, 1.0, [0.5, 0.5], m0=[1.0, 0.0], s_max=0.01, n_save=2)
+    np.testing.assert_allclose(tr.m[0], [1.0, 0.0])
+    tr = S.simulate_single_index(500, "linear", 0.5, [0.5] * 3, m0=[1.0, 0.0, -0.5], R0=1.0,
+                                 s_max=0.01, n_save=2)  # fmt: skip
+    np.testing.assert_allclose(tr.m[0], [1.0, 0.0, -0.5])
+    np.testing.assert_allclose(tr.R[0], 1.0)
+    np.testing.assert_allclose(tr.distance[0], [0.0, 2.0, 3.0])
+
+
 def test_c_effective_and_c_normalized_tensor():
     assert S.c_effective(0.6, 0.5) == pytest.approx(1.2)
     np.testing.assert_allclose(S.c_effective([1.0, 1.0], [0.0, 0.75]), [1.0, 4.0])
@@ -254,6 +292,20 @@ BAD_CALLS = [
     (lambda: S.simulate_single_index(10, "relu", 0.5, 1.0, R0=0.0), ValueError, "R0 must lie in"),
     (lambda: S.simulate_single_index(10, "relu", 0.5, 1.0, m0=2.0), ValueError, "m0 must lie in"),
     (lambda: S.simulate_single_index(10, "relu", 0.5, 1.0, beta="0"), TypeError, "beta must be"),
+    (
+        lambda: S.simulate_single_index(10, "relu", 0.5, [1.0, 1.0], m0=[0.0, 0.1, 0.2]),
+        ValueError,
+        "m0 must be a number or one per row",
+    ),
+    (
+        lambda: S.simulate_tensor_pca(10, 2, 1.0, [1.0] * 2, m0=[0.0, NAN]),
+        ValueError,
+        "m0 contains",
+    ),
+    (lambda: S.simulate_tensor_pca(10, 2, 1.0, 1.0, m0=True), TypeError, "m0 must be numbers"),
+    (lambda: S.gradient_moments("relu", 0.0, 0.0, 1.0), ValueError, "sigma must lie in"),
+    (lambda: S.gradient_moments("relu", 0.5, 1.5, 1.0), ValueError, "m must lie in"),
+    (lambda: S.gradient_moments("gelu", 0.5, 0.0, 1.0), ValueError, "link must be one of"),
     (lambda: S.c_effective(INF, 0.5), ValueError, "c contains NaN or inf"),
     (lambda: S.c_effective(1.0, NAN), ValueError, "beta contains NaN or inf"),
     (lambda: S.c_normalized_tensor(1.0, True), TypeError, "k must be an integer"),
