@@ -31,11 +31,12 @@ from statistics import NormalDist
 
 import numpy as np
 from scipy.integrate import quad
-from scipy.optimize import brentq, minimize_scalar
+from scipy.optimize import brentq, least_squares, minimize_scalar
 
 from lib import validate
 
-KINDS = ("all", "random", "keep_hard", "keep_easy")
+KINDS = ("all", "random", "keep_hard", "keep_easy", "bands")
+MIN_BAND = 0.05  # matched_bands: narrowest band or gap of a match that is not degenerate
 LOG10_LAMBDA_RANGE = (-4.0, 2.0)  # ridge penalties searched when tuning: 1e-4 to 100
 SQRT_2PI = math.sqrt(2 * math.pi)
 _NORMAL = NormalDist()  # its inverse cdf is exact and ~50x cheaper per call than scipy's
@@ -63,11 +64,16 @@ def _instance(name: str, value, kind: type):
 
 @dataclass(frozen=True)
 class Rule:
-    """A curation rule: kind, the fraction p_q = E[q(G)] that q keeps, and label awareness."""
+    """A curation rule: kind, the fraction p_q = E[q(G)] that q keeps, and label awareness.
+
+    kind 'bands' keeps |t| in [e0, e1] u [e2, e3] u ... for `edges` (e0 < e1 < ...; build it
+    with `band_rule`, which sets p_q); the other kinds take no edges.
+    """
 
     kind: str
     p_q: float = 1.0
     label_aware: bool = False
+    edges: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         validate.choice("kind", self.kind, KINDS)
@@ -75,6 +81,13 @@ class Rule:
         validate.boolean("label_aware", self.label_aware)
         if self.kind == "all" and p_q != 1:
             raise ValueError(f"kind='all' keeps everything, so p_q must be 1, got {p_q}")
+        if (self.kind == "bands") != bool(self.edges):
+            raise ValueError(
+                f"edges go with kind='bands' only (kind={self.kind!r}, edges={self.edges!r}); "
+                "build a band rule with band_rule((e0, e1, ...))"
+            )
+        if self.kind == "bands" and abs(p_q - _band_mass(self.edges)) > 1e-9:
+            raise ValueError(f"p_q={p_q} is not the mass of bands {self.edges}; use band_rule")
 
     @property
     def alpha(self) -> float:
@@ -83,7 +96,24 @@ class Rule:
             return _NORMAL.inv_cdf((1 + self.p_q) / 2)
         if self.kind == "keep_easy":  # p_q = 2 (1 - Phi(alpha))
             return _NORMAL.inv_cdf(1 - self.p_q / 2)
-        return math.inf if self.kind == "all" else 0.0
+        return {"all": math.inf, "random": 0.0}.get(self.kind, math.nan)  # bands: see edges
+
+
+def _band_mass(edges: tuple[float, ...]) -> float:
+    """P(|G| in the bands) = 2 sum (Phi(e_2k+1) - Phi(e_2k)) for G ~ N(0, 1)."""
+    return 2 * sum(_Phi(hi) - _Phi(lo) for lo, hi in zip(edges[::2], edges[1::2], strict=True))
+
+
+def band_rule(edges: Sequence[float], label_aware: bool = False) -> Rule:
+    """Rule keeping |x.w_o| in [e0, e1] u [e2, e3] u ...: an even number of finite, increasing
+    margins >= 0; its p_q is the kept mass."""
+    edges = tuple(float(e) for e in validate.array("edges", edges, min_size=2))
+    if len(edges) % 2 or edges[0] < 0 or np.any(np.diff(edges) <= 0):
+        raise ValueError(
+            f"edges must be an even number of increasing margins >= 0 (pairs [lo, hi]), got "
+            f"{edges}; e.g. (0.3, 1.2)"
+        )
+    return Rule("bands", _band_mass(edges), label_aware, edges)
 
 
 FULL = Rule("all")  # the full data set, the baseline every curated set is compared with
@@ -91,6 +121,10 @@ FULL = Rule("all")  # the full data set, the baseline every curated set is compa
 
 def _expect_even(func, rule: Rule) -> float:
     """E[q(G) f(G)] for an even function f, G ~ N(0, 1), by quadrature over g >= 0."""
+    if rule.kind == "bands":
+        bands = list(zip(rule.edges[::2], rule.edges[1::2], strict=True))
+        return 2 * sum(quad(lambda g: func(g) * _phi(g), lo, hi, epsabs=1e-13, epsrel=1e-11)[0]
+                       for lo, hi in bands)  # fmt: skip
     if rule.kind == "keep_hard":
         lo, hi = 0.0, rule.alpha
     elif rule.kind == "keep_easy":
@@ -132,6 +166,37 @@ def curation_constants(rule: Rule, rho_g: float) -> CurationConstants:
         beta=2 * _expect_even(lambda g: _phi(tau * g), rule),
         beta_tilde=2 * _expect_even(lambda g: g * (_Phi(tau * g) - 0.5), rule),
     )
+
+
+def _constants_vector(rule: Rule, rho_g: float) -> np.ndarray:
+    c = curation_constants(rule, rho_g)
+    return np.array([c.p, c.gamma, c.beta, c.beta_tilde])
+
+
+def matched_bands(rule: Rule, rho_g: float, core: float, start: Sequence[float]) -> Rule:
+    """A rule with the same four Theorem 1 constants (p, gamma, beta, beta~) as `rule`, but
+    another shape: it keeps |t| <= core and two bands [e0, e1] u [e2, e3] beyond it.
+
+    Solves the 4 equations for the 4 edges by least squares from `start` (4 increasing edges
+    above core, kept increasing as cumulative exponentials); raises if no exact match.
+    """
+    _instance("rule", rule, Rule)
+    core = validate.real("core", core, low=0.0, low_open=True)
+    start = validate.array("start", start, positive=True)
+    if start.size != 4 or start[0] <= core or np.any(np.diff(start) <= 0):
+        raise ValueError(f"start must be 4 increasing edges above core={core}, got {start}")
+    target = _constants_vector(rule, rho_g)
+    edges = lambda z: (0.0, core, *(core + np.cumsum(np.exp(z))).tolist())  # noqa: E731
+    misfit = lambda z: _constants_vector(band_rule(edges(z)), rho_g) - target  # noqa: E731
+    fit = least_squares(misfit, np.log(np.diff(start, prepend=core)), xtol=1e-15, ftol=1e-15,
+                        gtol=1e-15)  # fmt: skip
+    if np.abs(fit.fun).max() > 1e-9 or np.diff(edges(fit.x)).min() < MIN_BAND:
+        raise ValueError(
+            f"no rule [0, {core}] + two bands (widths and gaps >= {MIN_BAND}) matches {rule} "
+            f"at rho_g={rho_g} from start {tuple(start)} (residual "
+            f"{np.abs(fit.fun).max():.1e}); try other start edges or another core"
+        )
+    return band_rule(edges(fit.x))
 
 
 @dataclass(frozen=True)
@@ -391,7 +456,9 @@ def keep_mask(rule: Rule, g, y, rng: np.random.Generator) -> np.ndarray:
 
 def _keep(rule: Rule, g: np.ndarray, y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """keep_mask without validation, for the simulation loops."""
-    if rule.kind == "keep_hard":
+    if rule.kind == "bands":  # inside a band: an odd number of edges lie at or below |g|
+        keep = np.searchsorted(rule.edges, np.abs(g), side="right") % 2 == 1
+    elif rule.kind == "keep_hard":
         keep = np.abs(g) <= rule.alpha
     elif rule.kind == "keep_easy":
         keep = np.abs(g) >= rule.alpha

@@ -13,6 +13,7 @@ from lib.curation import (
     Cell,
     Geometry,
     Rule,
+    band_rule,
     critical_ratios,
     curation_constants,
     curation_gain,
@@ -22,6 +23,7 @@ from lib.curation import (
     keep_mask,
     kept_moments,
     make_directions,
+    matched_bands,
     predict_best_lambda,
     predict_collapse,
     predict_error,
@@ -170,6 +172,37 @@ def test_best_lambda_picks_the_grid_minimum():
     assert err == min(errs) and lam == (0.01, 0.1, 1.0)[int(np.argmin(errs))]
 
 
+def test_one_band_from_zero_is_keep_hard():
+    alpha = Rule("keep_hard", 0.4).alpha
+    band, hard = band_rule((0.0, alpha)), Rule("keep_hard", 0.4)
+    assert band.p_q == pytest.approx(0.4, abs=1e-12)
+    assert curation_constants(band, 0.7) == pytest.approx(curation_constants(hard, 0.7))
+    g = np.linspace(-3, 3, 601)
+    assert np.array_equal(keep_mask(band, g, np.sign(g), RNG), keep_mask(hard, g, np.sign(g), RNG))
+
+
+def test_bands_keep_what_their_edges_say():
+    rule = band_rule((0.2, 0.5, 1.0, 1.5))
+    g = np.array([0.1, 0.3, -0.3, 0.7, 1.2, -1.2, 1.8])
+    assert keep_mask(rule, g, np.ones(7), RNG).tolist() == [0, 1, 1, 0, 1, 1, 0]
+    kept = keep_mask(rule, RNG.standard_normal(400_000), np.ones(400_000), RNG).mean()
+    assert kept == pytest.approx(rule.p_q, abs=3e-3)
+
+
+def test_matched_bands_share_the_four_constants_but_not_the_shape():
+    target = band_rule((0.3, 0.7, 1.1, 1.9))
+    match = matched_bands(target, 0.95, 0.1, (0.5, 0.9, 1.3, 1.9))
+    a, b = curation_constants(target, 0.95), curation_constants(match, 0.95)
+    assert np.allclose([a.p, a.gamma, a.beta, a.beta_tilde],
+                       [b.p, b.gamma, b.beta, b.beta_tilde], atol=1e-9)  # fmt: skip
+    assert match.edges[:2] == (0.0, 0.1) and len(match.edges) == 6
+    # same constants, so the same predicted error (Theorem 1 depends on the rule through them)
+    geo = independent_errors(1.0, 0.95)
+    assert predict_error(500, 100, 0.1, geo, match).error == pytest.approx(
+        predict_error(500, 100, 0.1, geo, target).error, abs=1e-8
+    )
+
+
 CELL = Cell(50, GEO, (FULL,), (0.1,))
 X4, Y4, KEEP4 = np.ones((4, 2)), np.ones(4), np.ones(4, dtype=bool)
 
@@ -181,6 +214,17 @@ BAD_CALLS = [
     (lambda: Rule("keep_hard", True), TypeError, "p_q must be a real number"),
     (lambda: Rule("all", 0.5), ValueError, "p_q must be 1"),
     (lambda: Rule("keep_hard", 0.5, 1), TypeError, "label_aware must be True or False"),
+    (lambda: Rule("bands", 0.5), ValueError, "edges go with kind='bands' only"),
+    (lambda: Rule("keep_hard", 0.5, False, (0.1, 0.2)), ValueError, "edges go with"),
+    (lambda: Rule("bands", 0.5, False, (0.1, 0.2)), ValueError, "not the mass of bands"),
+    (lambda: band_rule((0.5, 0.2)), ValueError, "even number of increasing margins"),
+    (lambda: band_rule((0.1, 0.2, 0.3)), ValueError, "even number of increasing margins"),
+    (lambda: band_rule((0.1, math.inf)), ValueError, "edges contains NaN or inf"),
+    (lambda: matched_bands(FULL, 0.9, 0.1, (0.5, 0.9, 1.3)), ValueError, "4 increasing edges"),
+    (lambda: matched_bands(FULL, 0.9, 0.6, (0.5, 0.9, 1.3, 2)), ValueError, "above core"),
+    (lambda: matched_bands(Rule("keep_hard", 0.5), 0.95, 0.1, (0.5, 0.9, 1.3, 1.9)), ValueError,
+     "no rule"),
+    (lambda: matched_bands(FULL, 0.95, 0.1, (0.5, 0.9, 1.3, 1.9)), ValueError, "no rule"),
     (lambda: Geometry(0.9, 1.0, 0.9), ValueError, "rho_star must lie in"),
     (lambda: Geometry("0.9", 0.9, 0.9), TypeError, "rho must be a real number"),
     (lambda: Geometry(0.0, 0.99, 0.99), ValueError, "not realisable"),
