@@ -1,4 +1,4 @@
-"""LipNeXt in miniature: constraint-free 1-Lipschitz networks, a prior design, and certificates.
+"""LipNeXt in miniature: 1-Lipschitz networks built from isometries, and two prior designs.
 
 Hu, Hu & Fredrikson (2026), "LipNeXt: Scaling up Lipschitz-based Certified Robustness to
 Billion-parameter Models" (ICLR 2026, arXiv:2601.18513). In dependency order:
@@ -6,23 +6,25 @@ Billion-parameter Models" (ICLR 2026, arXiv:2601.18513). In dependency order:
 1. the orthogonal-manifold optimiser: Adam in the Lie algebra of skew matrices, updates
    X <- X FastExp(A) (a truncated Taylor exponential) and a periodic polar retraction;
 2. the layers: spatial shift (the only isometric depthwise convolution, Theorem 1), beta-Abs
-   (MinMax in another orthogonal basis, Theorem 2), L2 spatial pooling, 2x2 patchify;
-3. the LipNeXt-style block Z = beta-Abs(M R^T S(R(X + p)) + b) and network;
-4. a prior 1-Lipschitz design to compare with: almost-orthogonal (AOL) convolutions
-   (Prach & Lampert 2022, arXiv:2208.03160) with MaxMin activations;
-5. data and training (manifold, or torch's constrained `parametrizations.orthogonal`);
-6. certification (head-aware and generic rules) and the audits: Jacobian norms, a
-   gradient-ascent Lipschitz estimate and an l2 PGD attack;
-7. one replicate of the chapter's experiment, for `lib.runs.run_jobs`.
+   (MinMax in another orthogonal basis, Theorem 2), the Cayley map, L2 spatial pooling and
+   2x2 patchify;
+3. the LipNeXt block Z = beta-Abs(M R^T S(R(X + p)) + b) and network, with L2 spatial pooling
+   (the paper's) or a flattened head;
+4. two prior 1-Lipschitz designs with the same two heads: almost-orthogonal (AOL) convolutions
+   (Prach & Lampert 2022, arXiv:2208.03160) and Cayley orthogonal convolutions (Trockman &
+   Kolter 2021, arXiv:2104.07167), each followed by MaxMin;
+5. members: one network of an ensemble as a plain model, and its parameter and FLOP counts.
 
-LipNeXt tokens are laid out as (batch, H, W, C): channel mixing is `x @ Q.T` on the last axis.
+Every network holds E independent *members* (replicates with their own initialisation) and
+evaluates them in one pass: images (E, B, side, side) -> logits (E, B, K). At these sizes a
+training step is mostly Python overhead, so E members in one pass cost little more than one.
+Training and certification are in `lib.certify`.
 """
 
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,8 +36,9 @@ from lib import validate
 # ||A||_F below which FastExp uses a Taylor polynomial of order 2, 3, 4 (above: exact expm).
 # Thresholds as described for LipNeXt and used in the first author's `fast_exp`.
 FASTEXP_THRESHOLDS_HU2026 = (0.05, 0.25, 1.0)
-ORTHOGONAL_MAPS = ("manifold", "cayley", "matrix_exp")
-N_DIGITS = 1797  # images in scikit-learn's bundled digits
+ORTHOGONAL_MAPS = ("manifold", "cayley")
+POOLS = ("l2", "flatten")
+CONV_LAYERS = ("aol", "cayley")
 
 
 def _tensor(name: str, x, min_ndim: int = 1) -> torch.Tensor:
@@ -47,7 +50,7 @@ def _tensor(name: str, x, min_ndim: int = 1) -> torch.Tensor:
         )
     if x.ndim < min_ndim:
         raise ValueError(f"{name} must have >= {min_ndim} axes, got shape {tuple(x.shape)}")
-    validate.array(name, x.detach().cpu().numpy(), ndim=None)  # finite, non-empty
+    validate.array(name, x.detach().float().cpu().numpy(), ndim=None)  # finite, non-empty
     return x
 
 
@@ -58,18 +61,13 @@ def _square(name: str, x) -> torch.Tensor:
     return x
 
 
-def _labels(name: str, y, n: int) -> torch.Tensor:
-    """y if it is an (n,) integer tensor of class labels."""
-    if not isinstance(y, torch.Tensor) or y.dtype not in (torch.int64, torch.int32):
-        raise TypeError(f"{name} must be an int64 torch.Tensor of labels, got {type(y).__name__}")
-    if y.shape != (n,):
-        raise ValueError(f"{name} must have shape ({n},), got {tuple(y.shape)}")
-    return y
-
-
-def _callable(name: str, f) -> None:
-    if not callable(f):
-        raise TypeError(f"{name} must be a function of a tensor, got {type(f).__name__}")
+def _generators(seeds: Sequence[int]) -> list[torch.Generator]:
+    """One torch.Generator per member seed (a non-empty sequence of integers >= 0)."""
+    if isinstance(seeds, int | str) or not isinstance(seeds, Sequence) or not seeds:
+        raise TypeError(f"seeds must be a non-empty sequence of integers (one per member), "
+                        f"got {seeds!r:.60}")  # fmt: skip
+    return [torch.Generator().manual_seed(validate.integer(f"seeds[{i}]", s, minimum=0))
+            for i, s in enumerate(seeds)]  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------
@@ -241,8 +239,24 @@ def kernel_gain(K: np.ndarray, n: int) -> np.ndarray:
     return np.abs(np.fft.fft2(K, s=(n, n)))
 
 
+def cayley(A: torch.Tensor) -> torch.Tensor:
+    """Cayley map (I + A)^{-1} (I - A): orthogonal (unitary) for skew (skew-Hermitian) A.
+
+    A: (..., n, n), real or complex. The map Trockman & Kolter (2021) apply per frequency.
+    """
+    return _cayley(_square("A", A) if not A.is_complex() else A)
+
+
+def _cayley(A: torch.Tensor) -> torch.Tensor:
+    eye = torch.eye(A.shape[-1], dtype=A.dtype, device=A.device)
+    return torch.linalg.solve(eye + A, eye - A)
+
+
 def l2_pool(x: torch.Tensor) -> torch.Tensor:
-    """L2 spatial pooling [L2Pool(X)]_c = (sum_{h,w} X_{h,w,c}^2)^{1/2}. (B, H, W, C) -> (B, C)."""
+    """L2 spatial pooling [L2Pool(X)]_c = (sum_{h,w} X_{h,w,c}^2)^{1/2}. (B, H, W, C) -> (B, C).
+
+    1-Lipschitz in l2 by the reverse triangle inequality, channel by channel.
+    """
     x = _tensor("x", x, 4)
     return torch.linalg.vector_norm(x, dim=(1, 2))
 
@@ -265,16 +279,25 @@ def _patchify(x: torch.Tensor, patch: int) -> torch.Tensor:
     return x.reshape(B, n, patch, n, patch).permute(0, 1, 3, 2, 4).reshape(B, n, n, patch * patch)
 
 
+def _tokens(x: torch.Tensor, patch: int, width: int) -> torch.Tensor:
+    """(E, B, S, S) images -> (E, B, n, n, width) patch tokens zero-padded to `width` channels
+    (an isometric embedding)."""
+    z = _patchify(x.flatten(0, 1), patch)
+    z = nn.functional.pad(z, (0, width - z.shape[-1]))
+    return z.reshape(*x.shape[:2], *z.shape[1:])
+
+
 # ----------------------------------------------------------------------------------------------
-# 3. The LipNeXt-style network
+# 3. The LipNeXt network
 # ----------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class LipNeXtConfig:
-    """Width C, depth L (blocks), shift ratio alpha per direction, beta of beta-Abs, and how the
-    orthogonal matrices are kept orthogonal: 'manifold' (OrthogonalAdam), or torch's
-    `parametrizations.orthogonal` with 'cayley' or 'matrix_exp'."""
+    """Width C, depth L (blocks), shift ratio alpha per direction, beta of beta-Abs, how the
+    orthogonal matrices stay orthogonal ('manifold': OrthogonalAdam; 'cayley': Q = Q_0
+    Cayley(A) with a free A), and the head's input: 'l2' spatial pooling (the paper's) or
+    'flatten' (every token's channels)."""
 
     C: int = 32
     L: int = 6
@@ -284,11 +307,13 @@ class LipNeXtConfig:
     patch: int = 2
     n_classes: int = 10
     orthogonal_map: str = "manifold"
+    pool: str = "l2"
 
     def __post_init__(self) -> None:
         for name in ("C", "L", "side", "patch", "n_classes"):
             validate.integer(name, getattr(self, name), minimum=1)
         validate.choice("orthogonal_map", self.orthogonal_map, ORTHOGONAL_MAPS)
+        validate.choice("pool", self.pool, POOLS)
         validate.real("alpha", self.alpha, low=0, high=0.25, low_open=True)
         validate.probability("beta", self.beta)
         if self.C < self.patch**2:
@@ -298,64 +323,91 @@ class LipNeXtConfig:
         if self.side % self.patch:
             raise ValueError(f"side={self.side} must be divisible by patch={self.patch}")
 
+    @property
+    def n(self) -> int:
+        """Tokens per side of the grid."""
+        return self.side // self.patch
 
-class _Orthogonal(nn.Module):
-    """Holds the (1 + 2L, C, C) stack [Q0, R1, M1, ..., RL, ML] as `weight`."""
+    @property
+    def features(self) -> int:
+        """Inputs of the head: C after L2 pooling, n^2 C flattened."""
+        return self.C * (1 if self.pool == "l2" else self.n**2)
 
-    def __init__(self, Q: torch.Tensor):
+
+class Head(nn.Module):
+    """E free linear heads: (E, B, F) features -> (E, B, K) logits, z = W phi + c.
+
+    `weight` (E, K, F) starts N(0, 1/F) from each member's generator; `bias` (E, K) at 0.
+    """
+
+    def __init__(self, features: int, classes: int, gens: list[torch.Generator]):
         super().__init__()
-        self.weight = nn.Parameter(Q)
+        W = torch.stack([torch.randn(classes, features, generator=g) for g in gens])
+        self.weight = nn.Parameter(W / math.sqrt(features))
+        self.bias = nn.Parameter(torch.zeros(len(gens), classes))
+
+    def forward(self, feats: torch.Tensor) -> torch.Tensor:
+        return torch.baddbmm(self.bias[:, None, :].to(feats.dtype), feats,
+                             self.weight.mT.to(feats.dtype))  # fmt: skip
 
 
 class LipNeXt(nn.Module):
-    """patchify -> zero-pad + Q0 -> L blocks beta-Abs(M R^T S(R(X + p)) + b) -> L2 pool -> head W.
+    """E members of: patchify -> zero-pad + Q0 -> L blocks beta-Abs(M R^T S(R(X + p)) + b) ->
+    L2 pool or flatten -> head W.
 
-    Everything before the head (the backbone phi) is 1-Lipschitz in l2; the head is free.
-    Input (B, side, side) pixels; output (B, n_classes) logits.
+    Everything before the head (the backbone phi) is 1-Lipschitz in l2 for each member.
+    Input (E, B, side, side) pixels; output (E, B, n_classes) logits.
     """
 
-    def __init__(self, cfg: LipNeXtConfig, seed: int = 0):
+    def __init__(self, cfg: LipNeXtConfig, seeds: Sequence[int] = (0,)):
         super().__init__()
-        self.cfg = cfg
-        gen = torch.Generator().manual_seed(validate.integer("seed", seed, minimum=0))
-        Q, _ = torch.linalg.qr(torch.randn(1 + 2 * cfg.L, cfg.C, cfg.C, generator=gen))
-        self.orth = _Orthogonal(Q)
-        if cfg.orthogonal_map != "manifold":
-            from torch.nn.utils.parametrizations import orthogonal
-
-            orthogonal(self.orth, "weight", orthogonal_map=cfg.orthogonal_map)
-        n = cfg.side // cfg.patch
-        self.p = nn.Parameter(torch.zeros(cfg.L, n, n, 1))  # positional encoding (all channels)
-        self.b = nn.Parameter(torch.zeros(cfg.L, cfg.C))
-        self.head = nn.Linear(cfg.C, cfg.n_classes)
-        nn.init.zeros_(self.head.bias)  # no draw from torch's global generator
-        # The spatial shift is a fixed permutation of the (H, W, C) entries: one gather is cheaper
+        if not isinstance(cfg, LipNeXtConfig):
+            raise TypeError(f"cfg must be a LipNeXtConfig, got {type(cfg).__name__}")
+        self.cfg, gens = cfg, _generators(seeds)
+        C, L, T = cfg.C, cfg.L, cfg.n**2
+        Q = torch.stack([torch.linalg.qr(torch.randn(1 + 2 * L, C, C, generator=g))[0]
+                         for g in gens])  # fmt: skip  # (E, 1 + 2L, C, C): [Q0, R1, M1, ...]
+        if cfg.orthogonal_map == "manifold":
+            self.orth = nn.Parameter(Q)
+        else:  # Q = Q_init Cayley(A - A^T), A free and 0 at the start
+            self.register_buffer("orth_base", Q)
+            self.orth_free = nn.Parameter(torch.zeros_like(Q))
+        self.p = nn.Parameter(torch.zeros(len(gens), L, T, 1))  # positional encoding
+        self.b = nn.Parameter(torch.zeros(len(gens), L, C))
+        self.head = Head(cfg.features, cfg.n_classes, gens)
+        # The spatial shift is a fixed permutation of the (T, C) entries: one gather is cheaper
         # than four rolls and a concatenation (and their backward passes).
-        entries = torch.arange(n * n * cfg.C, dtype=torch.float64).reshape(1, n, n, cfg.C)
+        entries = torch.arange(T * C, dtype=torch.float64).reshape(1, cfg.n, cfg.n, C)
         self.register_buffer(
             "shift_index", spatial_shift(entries, cfg.alpha).flatten().long(), persistent=False
         )
-        nn.init.normal_(self.head.weight, std=1.0 / math.sqrt(cfg.C), generator=gen)
+
+    def orthogonal(self) -> torch.Tensor:
+        """The (E, 1 + 2L, C, C) orthogonal matrices [Q0, R1, M1, ..., RL, ML] of each member."""
+        if self.cfg.orthogonal_map == "manifold":
+            return self.orth
+        return self.orth_base @ _cayley(self.orth_free - self.orth_free.mT)
 
     def backbone(self, x: torch.Tensor) -> torch.Tensor:
-        """phi: (B, side, side) -> (B, C) features, 1-Lipschitz in l2."""
-        cfg, Q = self.cfg, self.orth.weight
-        k = round(cfg.beta * cfg.C)
-        z = _patchify(x, cfg.patch)
-        z = nn.functional.pad(z, (0, cfg.C - z.shape[-1])) @ Q[0].mT  # isometric embedding
-        shape = z.shape
+        """phi: (E, B, side, side) -> (E, B, F) features, 1-Lipschitz in l2 for each member."""
+        cfg, Q = self.cfg, self.orthogonal().to(x.dtype)
+        E, B, T, C = x.shape[0], x.shape[1], cfg.n**2, cfg.C
+        k = round(cfg.beta * C)
+        z = _tokens(x, cfg.patch, C).reshape(E, B * T, C) @ Q[:, 0].mT  # isometric embedding
         for i in range(cfg.L):
-            R, M = Q[1 + 2 * i], Q[2 + 2 * i]
-            u = ((z + self.p[i]) @ R.mT).flatten(1)[:, self.shift_index].view(shape)  # S(R(X + p))
-            z = _beta_abs(u @ (R @ M.mT) + self.b[i], k)  # M R^T S(.) as one token-wise matmul
-        return torch.linalg.vector_norm(z, dim=(1, 2))  # L2 spatial pooling
+            R, M = Q[:, 1 + 2 * i], Q[:, 2 + 2 * i]
+            u = (z.view(E, B, T, C) + self.p[:, i, None]).view(E, B * T, C) @ R.mT
+            u = u.view(E, B, T * C)[..., self.shift_index].view(E, B * T, C)  # S(R(X + p))
+            z = _beta_abs(torch.baddbmm(self.b[:, i, None], u, R @ M.mT), k)  # M R^T S(.) + b
+        z = z.view(E, B, T, C)
+        return torch.linalg.vector_norm(z, dim=2) if cfg.pool == "l2" else z.flatten(2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.backbone(x))
 
 
 # ----------------------------------------------------------------------------------------------
-# 4. A prior design: almost-orthogonal (AOL) convolutions, Prach & Lampert (2022)
+# 4. Two prior designs: AOL convolutions and Cayley orthogonal convolutions
 # ----------------------------------------------------------------------------------------------
 
 
@@ -364,27 +416,102 @@ def aol_scale(K: torch.Tensor) -> torch.Tensor:
 
     The convolution with kernel K diag(d) is 1-Lipschitz in l2 (Prach & Lampert 2022, Thm. 2):
     K^T * K is the kernel of K^T K, and d is Theorem 1's bound on its absolute row sums.
-    Returns (C_in,) factors.
+    K may carry a leading member axis (E, C_out, C_in, k, k). Returns (C_in,) or (E, C_in).
     """
-    return _aol_scale(_tensor("K", K, 4))
+    K = _tensor("K", K, 4)
+    if K.ndim > 5:
+        raise ValueError(f"K must be (C_out, C_in, k, k) or (E, ...), got {tuple(K.shape)}")
+    return _aol_scale(K) if K.ndim == 5 else _aol_scale(K[None])[0]
 
 
 def _aol_scale(K: torch.Tensor) -> torch.Tensor:
-    """aol_scale without input checks. K: (C_out, C_in, k, k)."""
-    k = K.shape[-1]
-    Kt = K.transpose(0, 1)  # (C_in, C_out, k, k): input channels as a batch
-    gram = nn.functional.conv2d(Kt, Kt, padding=k - 1)  # (C_in, C_in, 2k-1, 2k-1)
-    return (gram.abs().sum(dim=(1, 2, 3)) + 1e-12).rsqrt()  # 1e-12: an all-zero channel
+    """aol_scale of (E, C_out, C_in, k, k) kernels, one grouped convolution for all members."""
+    E, C_out, C_in, k, _ = K.shape
+    Kt = K.transpose(1, 2)  # (E, C_in, C_out, k, k): each member's input channels as a batch
+    gram = nn.functional.conv2d(
+        Kt.transpose(0, 1).reshape(C_in, E * C_out, k, k),
+        Kt.reshape(E * C_in, C_out, k, k),
+        padding=k - 1,
+        groups=E,
+    )
+    gram = gram.reshape(C_in, E, C_in, 2 * k - 1, 2 * k - 1)  # fmt: skip
+    return (gram.abs().sum(dim=(2, 3, 4)).T + 1e-12).rsqrt()  # 1e-12: an all-zero channel
+
+
+def _aol_conv(z: torch.Tensor, K: torch.Tensor) -> torch.Tensor:
+    """AOL convolution of (E, B, C, n, n) maps with (E, C, C, k, k) kernels, zero padding: one
+    grouped convolution for all members.
+
+    A zero-padded convolution is a crop of a circular one on a larger grid, so the AOL bound
+    holds for it too.
+    """
+    E, B, C, n, _ = z.shape
+    Kd = (K * _aol_scale(K)[:, None, :, None, None]).to(z.dtype)
+    out = nn.functional.conv2d(z.transpose(0, 1).reshape(B, E * C, n, n),
+                               Kd.reshape(E * C, *K.shape[2:]), padding=K.shape[-1] // 2,
+                               groups=E)  # fmt: skip
+    return out.reshape(B, E, C, n, n).transpose(0, 1)
+
+
+def cayley_conv(z: torch.Tensor, K: torch.Tensor) -> torch.Tensor:
+    """Orthogonal circular convolution of Trockman & Kolter (2021): at every 2-D frequency w,
+    multiply by Cayley(A(w)) with A(w) = K^(w) - K^(w)^H, K^ the DFT of the centred k x k kernel.
+
+    z: (E, B, C, n, n) maps, K: (E, C, C, k, k) kernels with k <= n. An isometry of each
+    member's maps, whose receptive field is the whole (circular) grid.
+    """
+    z, K = _tensor("z", z, 5), _tensor("K", K, 5)
+    E, _, C, n, _ = z.shape
+    if K.shape[:3] != (E, C, C):
+        raise ValueError(f"K must be (E, C, C, k, k) = ({E}, {C}, {C}, k, k) for z of shape "
+                         f"{tuple(z.shape)}, got {tuple(K.shape)}")  # fmt: skip
+    if K.shape[-1] > n or K.shape[-1] != K.shape[-2]:
+        raise ValueError(f"K must hold square k x k kernels with k <= {n}, got {tuple(K.shape)}")
+    return _cayley_conv(z, K)
+
+
+def _cayley_conv(z: torch.Tensor, K: torch.Tensor) -> torch.Tensor:
+    """cayley_conv as one dense (C n^2 x C n^2) orthogonal matrix per member: on a 4 x 4 grid a
+    matrix product is cheaper than the many tiny FFTs of the frequency-domain form."""
+    E, B, C, n, _ = z.shape
+    return (z.reshape(E, B, C * n * n) @ _cayley_operator(K, n).mT.to(z.dtype)).view(z.shape)
+
+
+def _cayley_operator(K: torch.Tensor, n: int) -> torch.Tensor:
+    """The (E, C n^2, C n^2) matrix of the Cayley convolution with (E, C, C, k, k) kernels on
+    an n x n grid; rows and columns ordered (channel, row, column)."""
+    E, C, _, k, _ = K.shape
+    work = torch.float64 if K.dtype == torch.float64 else torch.float32  # no bfloat16 FFTs
+    K = nn.functional.pad(K.to(work), (0, n - k, 0, n - k))
+    K = torch.roll(K, (-(k // 2), -(k // 2)), (-2, -1))  # centre tap at offset (0, 0)
+    Kf = torch.fft.rfft2(K).permute(0, 3, 4, 1, 2)  # (E, n, n//2 + 1, C_out, C_in)
+    Q = _cayley(Kf - Kf.conj().mT)  # unitary at every frequency
+    q = torch.fft.irfft2(Q.permute(0, 3, 4, 1, 2), s=(n, n))  # spatial kernel (E, C, C, n, n)
+    # Circular convolution: y[o, p] = sum_{i, p'} q[o, i, p - p'] x[i, p'] (offsets mod n),
+    # spread over the (p, p') pairs by a product with a one-hot matrix (a gather's backward
+    # pass is slower).
+    full = q.flatten(3) @ _offsets(n, work)  # (E, C_out, C_in, n^2 n^2)
+    return full.view(E, C, C, n * n, n * n).transpose(2, 3).reshape(E, C * n * n, C * n * n)
+
+
+def _offsets(n: int, dtype: torch.dtype) -> torch.Tensor:
+    """(n^2, n^4) one-hot: entry [d, (p, p')] is 1 when p - p' = d on the circular n x n grid."""
+    r = torch.arange(n)
+    d = (r[:, None] - r[None, :]) % n  # (n, n) offsets along one axis
+    offset = (d[:, None, :, None] * n + d[None, :, None, :]).reshape(-1)  # (p, p') pairs
+    return nn.functional.one_hot(offset, n * n).T.to(dtype)
 
 
 @dataclass(frozen=True)
-class AOLConfig:
-    """A plain AOL convolutional network on the same 2x2-patch tokens as LipNeXt: width C,
-    depth L of k x k AOL convolutions with zero padding and MaxMin activations, then `pool`:
-    'flatten' (the AOL paper's concatenation pooling down to one pixel) or 'l2' (LipNeXt's)."""
+class ConvConfig:
+    """A prior 1-Lipschitz convolutional network on the same 2x2-patch tokens as LipNeXt:
+    `layer` 'aol' (k x k AOL convolutions, zero padding, identity start) or 'cayley' (Cayley
+    orthogonal convolutions, circular), width C, depth L, MaxMin activations, then `pool`:
+    'l2' (LipNeXt's) or 'flatten' (the AOL paper's concatenation pooling down to one pixel)."""
 
+    layer: str = "aol"
     C: int = 16
-    L: int = 5
+    L: int = 6
     kernel: int = 3
     side: int = 8
     patch: int = 2
@@ -392,7 +519,8 @@ class AOLConfig:
     pool: str = "flatten"
 
     def __post_init__(self) -> None:
-        validate.choice("pool", self.pool, ("flatten", "l2"))
+        validate.choice("layer", self.layer, CONV_LAYERS)
+        validate.choice("pool", self.pool, POOLS)
         for name in ("C", "L", "kernel", "side", "patch", "n_classes"):
             validate.integer(name, getattr(self, name), minimum=1)
         if self.C % 2 or self.C < self.patch**2:
@@ -401,367 +529,123 @@ class AOLConfig:
             raise ValueError(f"kernel={self.kernel} must be odd ('same' padding)")
         if self.side % self.patch:
             raise ValueError(f"side={self.side} must be divisible by patch={self.patch}")
+        if self.kernel > self.side // self.patch:
+            raise ValueError(
+                f"kernel={self.kernel} must fit the {self.side // self.patch}-token grid"
+            )
+
+    @property
+    def n(self) -> int:
+        """Tokens per side of the grid."""
+        return self.side // self.patch
+
+    @property
+    def features(self) -> int:
+        """Inputs of the head: C after L2 pooling, n^2 C flattened."""
+        return self.C * (1 if self.pool == "l2" else self.n**2)
 
 
-class AOLNet(nn.Module):
-    """patchify -> zero-pad to C -> L x MaxMin(AOL-conv(z) + b) -> flatten or L2 pool -> head W.
+class ConvNet(nn.Module):
+    """E members of: patchify -> zero-pad to C -> L x MaxMin(conv(z) + b) -> L2 pool or flatten
+    -> head W, with AOL or Cayley orthogonal convolutions.
 
-    Kernels start at the identity (a one at the centre tap), as in the AOL paper's code, which
-    makes every layer exactly orthogonal at initialisation. Input (B, side, side) pixels.
+    AOL kernels start at the identity (a one at the centre tap), as in the AOL paper's code,
+    which makes every layer exactly orthogonal at the start. Cayley kernels start like torch's
+    Conv2d (uniform, bound 1/sqrt(C k^2)), as in Trockman & Kolter's code. Input (E, B, side,
+    side) pixels; output (E, B, n_classes) logits.
     """
 
-    def __init__(self, cfg: AOLConfig, seed: int = 0):
+    def __init__(self, cfg: ConvConfig, seeds: Sequence[int] = (0,)):
         super().__init__()
-        self.cfg = cfg
-        gen = torch.Generator().manual_seed(validate.integer("seed", seed, minimum=0))
-        K = torch.zeros(cfg.L, cfg.C, cfg.C, cfg.kernel, cfg.kernel)
-        K[:, :, :, cfg.kernel // 2, cfg.kernel // 2] = torch.eye(cfg.C)
-        self.kernel = nn.Parameter(K)
-        self.b = nn.Parameter(torch.zeros(cfg.L, cfg.C))
-        n_feat = cfg.C * (cfg.side // cfg.patch) ** 2 if cfg.pool == "flatten" else cfg.C
-        self.head = nn.Linear(n_feat, cfg.n_classes)
-        nn.init.normal_(self.head.weight, std=1.0 / math.sqrt(n_feat), generator=gen)
-        nn.init.zeros_(self.head.bias)
+        if not isinstance(cfg, ConvConfig):
+            raise TypeError(f"cfg must be a ConvConfig, got {type(cfg).__name__}")
+        self.cfg, gens = cfg, _generators(seeds)
+        shape = (cfg.L, cfg.C, cfg.C, cfg.kernel, cfg.kernel)
+        if cfg.layer == "aol":
+            K = torch.zeros(len(gens), *shape)
+            K[..., cfg.kernel // 2, cfg.kernel // 2] = torch.eye(cfg.C)
+        else:
+            bound = 1 / math.sqrt(cfg.C * cfg.kernel**2)
+            K = torch.stack([(2 * torch.rand(shape, generator=g) - 1) * bound for g in gens])
+        self.kernel = nn.Parameter(K)  # (E, L, C, C, k, k)
+        self.b = nn.Parameter(torch.zeros(len(gens), cfg.L, cfg.C))
+        self.head = Head(cfg.features, cfg.n_classes, gens)
 
     def backbone(self, x: torch.Tensor) -> torch.Tensor:
-        """phi: (B, side, side) -> (B, C n^2) or (B, C) features, 1-Lipschitz in l2."""
+        """phi: (E, B, side, side) -> (E, B, F) features, 1-Lipschitz in l2 for each member."""
         cfg = self.cfg
-        z = _patchify(x, cfg.patch).permute(0, 3, 1, 2)  # (B, p*p, n, n)
-        z = nn.functional.pad(z, (0, 0, 0, 0, 0, cfg.C - z.shape[1]))  # isometric embedding
+        z = _tokens(x, cfg.patch, cfg.C).permute(0, 1, 4, 2, 3)  # (E, B, C, n, n)
+        conv = _aol_conv if cfg.layer == "aol" else _cayley_conv
         for i in range(cfg.L):
-            # A zero-padded convolution is a crop of a circular one on a larger grid, so the AOL
-            # bound holds for it too.
-            K = self.kernel[i] * _aol_scale(self.kernel[i])[None, :, None, None]
-            z = nn.functional.conv2d(z, K, padding=cfg.kernel // 2) + self.b[i][:, None, None]
-            z = _minmax(z, 1)
-        if self.cfg.pool == "flatten":
-            return z.flatten(1)
-        return torch.linalg.vector_norm(z, dim=(2, 3))  # L2 spatial pooling
+            z = _minmax(conv(z, self.kernel[:, i]) + self.b[:, i, None, :, None, None], 2)
+        z = z.flatten(3)  # (E, B, C, n^2)
+        return torch.linalg.vector_norm(z, dim=3) if cfg.pool == "l2" else z.flatten(2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.backbone(x))
 
 
-ModelConfig = LipNeXtConfig | AOLConfig
+# ----------------------------------------------------------------------------------------------
+# 5. Members, sizes and costs
+# ----------------------------------------------------------------------------------------------
+
+ModelConfig = LipNeXtConfig | ConvConfig
+Network = LipNeXt | ConvNet
 
 
-def build_model(cfg: ModelConfig, seed: int = 0) -> LipNeXt | AOLNet:
-    """The network a config describes, initialised from `seed`."""
+def build_model(cfg: ModelConfig, seeds: Sequence[int] = (0,)) -> Network:
+    """The E = len(seeds) member networks a config describes, member e initialised from
+    seeds[e]."""
     if isinstance(cfg, LipNeXtConfig):
-        return LipNeXt(cfg, seed)
-    if isinstance(cfg, AOLConfig):
-        return AOLNet(cfg, seed)
-    raise TypeError(f"cfg must be a LipNeXtConfig or an AOLConfig, got {type(cfg).__name__}")
+        return LipNeXt(cfg, seeds)
+    if isinstance(cfg, ConvConfig):
+        return ConvNet(cfg, seeds)
+    raise TypeError(f"cfg must be a LipNeXtConfig or a ConvConfig, got {type(cfg).__name__}")
+
+
+def members(model: nn.Module) -> int:
+    """E, the number of member networks of an ensemble."""
+    if not isinstance(model, LipNeXt | ConvNet):
+        raise TypeError(f"model must be a LipNeXt or a ConvNet, got {type(model).__name__}")
+    return model.head.weight.shape[0]
+
+
+class Member(nn.Module):
+    """Member e of an ensemble as a plain network: (N, side, side) -> (N, K) logits, with
+    `backbone` (N, side, side) -> (N, F) and the head's (K, F) `head_weight`."""
+
+    def __init__(self, model: Network, e: int):
+        super().__init__()
+        e = validate.integer("e", e, minimum=0, maximum=members(model) - 1)
+        self.net = build_model(model.cfg).to(model.head.weight.dtype)
+        self.net.load_state_dict({k: v[e : e + 1] for k, v in model.state_dict().items()})
+        self.net.eval()
+
+    @property
+    def head_weight(self) -> torch.Tensor:
+        return self.net.head.weight[0]
+
+    def backbone(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net.backbone(x[None])[0]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x[None])[0]
 
 
 def count_parameters(model: nn.Module) -> int:
-    """Trainable numbers stored by the model (an orthogonal C x C matrix counts C^2)."""
-    if not isinstance(model, nn.Module):
-        raise TypeError(f"model must be a torch nn.Module, got {type(model).__name__}")
-    seen = {id(p): p for p in model.parameters() if p.requires_grad}
-    return int(sum(p.numel() for p in seen.values()))
+    """Trainable numbers per member (an orthogonal C x C matrix counts C^2)."""
+    n = members(model)
+    return int(sum(p.numel() for p in model.parameters() if p.requires_grad)) // n
 
 
-# ----------------------------------------------------------------------------------------------
-# 5. Data and training
-# ----------------------------------------------------------------------------------------------
+def flops_per_image(model: nn.Module, batch: int = 64) -> float:
+    """Forward FLOPs per image of one member, as torch's FlopCounterMode counts them (matrix
+    products and convolutions; FFTs, norms and activations are not counted) at batch `batch`
+    (products done once per batch, like R M^T, are shared out)."""
+    from torch.utils.flop_counter import FlopCounterMode
 
-
-@dataclass(frozen=True)
-class Digits:
-    """scikit-learn's digits in [0, 1]: X (N, 8, 8) float32 and y (N,) int64, train and test."""
-
-    X_train: torch.Tensor
-    y_train: torch.Tensor
-    X_test: torch.Tensor
-    y_test: torch.Tensor
-
-
-def load_digits_split(n_test: int = 500, seed: int = 0) -> Digits:
-    """The 1797 bundled 8x8 digits, pixels / 16, split stratified into train and n_test test."""
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
-
-    n_test = validate.integer("n_test", n_test, minimum=10, maximum=N_DIGITS - 10)
-    seed = validate.integer("seed", seed, minimum=0)
-    X, y = load_digits(return_X_y=True)
-    Xtr, Xte, ytr, yte = train_test_split(
-        X / 16.0, y, test_size=n_test, stratify=y, random_state=seed % 2**32
-    )
-
-    def img(a):
-        return torch.tensor(a, dtype=torch.float32).reshape(-1, 8, 8)
-
-    return Digits(img(Xtr), torch.tensor(ytr), img(Xte), torch.tensor(yte))
-
-
-def gloro_logits(z: torch.Tensor, W: torch.Tensor, y: torch.Tensor, eps: float) -> torch.Tensor:
-    """Worst-case logits in an eps-ball of a 1-Lipschitz backbone: z_i + eps ||W_y - W_i|| (i != y).
-
-    z: (B, K) logits, W: (K, C) head weights, y: (B,) labels; the i = y entry is unchanged.
-    """
-    z, W = _tensor("z", z, 2), _tensor("W", W, 2)
-    _labels("y", y, z.shape[0])
-    if W.shape[0] != z.shape[1]:
-        raise ValueError(f"W must have one row per logit ({z.shape[1]}), got {tuple(W.shape)}")
-    return _gloro_logits(z, W, y, validate.real("eps", eps, low=0))
-
-
-def _gloro_logits(z: torch.Tensor, W: torch.Tensor, y: torch.Tensor, eps: float) -> torch.Tensor:
-    return z + eps * torch.linalg.vector_norm(W[y][:, None, :] - W[None, :, :], dim=-1)
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """One training recipe for every model: epochs of Adam (OrthogonalAdam for manifold
-    matrices) with batch `batch`, a cosine learning rate from `lr` to 0, and cross-entropy on
-    GloRo logits at radius `eps_train`."""
-
-    epochs: int = 30
-    batch: int = 64
-    lr: float = 1e-2
-    eps_train: float = 0.5
-
-    def __post_init__(self) -> None:
-        validate.integer("epochs", self.epochs, minimum=1)
-        validate.integer("batch", self.batch, minimum=1)
-        validate.real("lr", self.lr, low=0, high=1, low_open=True)
-        validate.real("eps_train", self.eps_train, low=0)
-
-
-@dataclass(frozen=True)
-class TrainResult:
-    """A trained model, CPU seconds per optimiser step (process time), and the largest
-    ||Q^T Q - I||_F seen just before an end-of-epoch retraction (NaN unless manifold)."""
-
-    model: nn.Module
-    step_time_s: float
-    error_before_retraction: float
-
-
-def _optimisers(model: nn.Module, lr: float) -> list[torch.optim.Optimizer]:
-    """Adam for every parameter, except OrthogonalAdam for LipNeXt's manifold matrices."""
-    manifold = isinstance(model, LipNeXt) and model.cfg.orthogonal_map == "manifold"
-    orth = [model.orth.weight] if manifold else []
-    rest = [p for p in model.parameters() if all(p is not q for q in orth)]
-    return [torch.optim.Adam(rest, lr=lr)] + ([OrthogonalAdam(orth, lr=lr)] if orth else [])
-
-
-def train_model(
-    model: nn.Module, data: Digits, recipe: Recipe = Recipe(), seed: int = 0, retract: bool = True
-) -> TrainResult:
-    """Train `model` in place by `recipe` on data.X_train; batches drawn from `seed`.
-
-    Manifold LipNeXt matrices are polar-retracted at the end of every epoch (if `retract`).
-    """
-    if not isinstance(model, LipNeXt | AOLNet):
-        raise TypeError(f"model must be a LipNeXt or an AOLNet, got {type(model).__name__}")
-    if not isinstance(data, Digits):
-        raise TypeError(f"data must be a Digits split, got {type(data).__name__}")
-    if not isinstance(recipe, Recipe):
-        raise TypeError(f"recipe must be a Recipe, got {type(recipe).__name__}")
-    seed, retract = validate.integer("seed", seed, minimum=0), validate.boolean("retract", retract)
-    opts = _optimisers(model, recipe.lr)
-    n_steps = recipe.epochs * math.ceil(len(data.y_train) / recipe.batch)
-    scheds = [torch.optim.lr_scheduler.CosineAnnealingLR(o, n_steps) for o in opts]
-    gen, worst, t0 = torch.Generator().manual_seed(seed), 0.0, time.process_time()
-    model.train()
-    for _ in range(recipe.epochs):
-        for idx in torch.randperm(len(data.y_train), generator=gen).split(recipe.batch):
-            x, y = data.X_train[idx], data.y_train[idx]
-            z = _gloro_logits(model(x), model.head.weight, y, recipe.eps_train)
-            loss = nn.functional.cross_entropy(z, y)
-            for o in opts:
-                o.zero_grad()
-            loss.backward()
-            for o, s in zip(opts, scheds, strict=True):
-                o.step()
-                s.step()
-        if isinstance(opts[-1], OrthogonalAdam) and retract:
-            worst = max(worst, opts[-1].retract())
-    step_time = (time.process_time() - t0) / n_steps  # CPU time: less noisy on a shared machine
-    manifold = isinstance(opts[-1], OrthogonalAdam) and retract
-    return TrainResult(model.eval(), step_time, worst if manifold else float("nan"))
-
-
-# ----------------------------------------------------------------------------------------------
-# 6. Certification and audits
-# ----------------------------------------------------------------------------------------------
-
-
-def head_aware_radius(z: torch.Tensor, W: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Prediction j and radius min_{i != j} (z_j - z_i) / ||W_j - W_i|| (1-Lipschitz backbone).
-
-    z: (N, K) logits, W: (K, C) head; returns (N,) predictions and (N,) radii in input l2 units.
-    """
-    z, W = _tensor("z", z, 2), _tensor("W", W, 2)
-    if W.shape[0] != z.shape[1]:
-        raise ValueError(f"W must have one row per logit ({z.shape[1]}), got {tuple(W.shape)}")
-    j = z.argmax(1)
-    gap = z.gather(1, j[:, None]) - z
-    dist = torch.linalg.vector_norm(W[j][:, None, :] - W[None, :, :], dim=-1)
-    ratio = torch.where(dist > 0, gap / dist.clamp_min(1e-30), torch.inf)
-    ratio = ratio.masked_fill(nn.functional.one_hot(j, z.shape[1]).bool(), torch.inf)
-    return j, ratio.min(1).values
-
-
-def generic_radius(z: torch.Tensor, lipschitz: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Prediction and radius (top-1 - top-2 margin) / (sqrt(2) L) for an L-Lipschitz logit map
-    (Tsuzuku et al. 2018). z: (N, K); returns (N,) predictions and (N,) radii."""
-    z = _tensor("z", z, 2)
-    lipschitz = validate.real("lipschitz", lipschitz, low=0, low_open=True)
-    top = z.topk(2, dim=1)
-    return top.indices[:, 0], (top.values[:, 0] - top.values[:, 1]) / (math.sqrt(2) * lipschitz)
-
-
-def certified_accuracy(
-    pred: torch.Tensor, radius: torch.Tensor, y: torch.Tensor, eps: float
-) -> float:
-    """CRA: fraction of points both correctly classified and certified at radius > eps."""
-    radius = _tensor("radius", radius)
-    _labels("pred", pred, len(radius))
-    _labels("y", y, len(radius))
-    eps = validate.real("eps", eps, low=0)
-    return float(((pred == y) & (radius > eps)).double().mean())
-
-
-def pgd_l2(
-    f: Callable[[torch.Tensor], torch.Tensor],
-    x: torch.Tensor,
-    y: torch.Tensor,
-    eps: torch.Tensor,
-    steps: int = 100,
-    restarts: int = 3,
-    seed: int = 0,
-) -> torch.Tensor:
-    """l2 PGD on the margin loss max_{i != y} z_i - z_y inside per-point balls ||delta|| <= eps.
-
-    Step size 2.5 eps / steps (Madry et al. 2018). x: (N, ...) inputs, not clipped to the pixel
-    range (certificates cover the whole ball), y: (N,) labels, eps: (N,) radii.
-    Returns (N,) bool: misclassified at any iterate.
-    """
-    _callable("f", f)
-    x = _tensor("x", x, 2)
-    _labels("y", y, len(x))
-    eps = _tensor("eps", eps)
-    if eps.shape != y.shape or (eps < 0).any():
-        raise ValueError(f"eps must be (N,) = {tuple(y.shape)} and >= 0, got {tuple(eps.shape)}")
-    steps, restarts = (validate.integer(k, v, minimum=1)
-                       for k, v in (("steps", steps), ("restarts", restarts)))  # fmt: skip
-    gen = torch.Generator().manual_seed(validate.integer("seed", seed, minimum=0))
-    shape = (-1,) + (1,) * (x.ndim - 1)
-    r, size = eps.reshape(shape), 2.5 * eps.reshape(shape) / steps
-    flipped = torch.zeros_like(y, dtype=torch.bool)
-    for k in range(restarts):  # the first run starts at x itself, the others at random points
-        d = torch.randn(x.shape, generator=gen, dtype=x.dtype)
-        u = torch.rand((len(y),) + shape[1:], generator=gen, dtype=x.dtype) * (k > 0)
-        d = d / _norm(d) * r * u
-        for _ in range(steps):
-            d.requires_grad_(True)
-            z = f(x + d)
-            flipped |= z.argmax(1) != y
-            margin = z.masked_fill(nn.functional.one_hot(y, z.shape[1]).bool(), -torch.inf)
-            loss = (margin.max(1).values - z.gather(1, y[:, None])[:, 0]).sum()
-            (g,) = torch.autograd.grad(loss, d)
-            with torch.no_grad():
-                d = d + size * g / _norm(g).clamp_min(1e-30)
-                d = d * torch.clamp(r / _norm(d).clamp_min(1e-30), max=1.0)
-        with torch.no_grad():
-            flipped |= f(x + d).argmax(1) != y
-    return flipped
-
-
-def _norm(d: torch.Tensor) -> torch.Tensor:
-    """Per-sample l2 norm of (N, ...) with singleton axes kept for broadcasting."""
-    return torch.linalg.vector_norm(d.flatten(1), dim=1).reshape((-1,) + (1,) * (d.ndim - 1))
-
-
-def jacobian_spectral_norms(
-    f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor
-) -> torch.Tensor:
-    """||J_f(x_n)||_2 for each of the N inputs x: (N, ...); f must act on each sample alone.
-
-    Reverse mode on sum_n f(x_n): its Jacobian is (out, N, *in), and block n is J_f(x_n).
-    """
-    from torch.func import jacrev
-
-    _callable("f", f)
-    x = _tensor("x", x, 2)
-    J = jacrev(lambda xs: f(xs).sum(0))(x)  # (out, N, *in)
-    return torch.linalg.matrix_norm(J.transpose(0, 1).flatten(2), ord=2)
-
-
-def lipschitz_ratio_ascent(
-    f: Callable[[torch.Tensor], torch.Tensor],
-    x: torch.Tensor,
-    steps: int = 100,
-    lr: float = 1e-2,
-    seed: int = 0,
-) -> float:
-    """Largest ||f(a) - f(b)|| / ||a - b|| seen while Adam pushes up the ratio of N pairs.
-
-    Pairs start at (x, x + 0.1 N(0, I)); x: (N, ...). A lower bound on the Lipschitz constant.
-    """
-    _callable("f", f)
-    x = _tensor("x", x, 2)
-    steps = validate.integer("steps", steps, minimum=1)
-    lr = validate.real("lr", lr, low=0, low_open=True)
-    gen = torch.Generator().manual_seed(validate.integer("seed", seed, minimum=0))
-    a = x.clone().requires_grad_(True)
-    b = (x + 0.1 * torch.randn(x.shape, generator=gen, dtype=x.dtype)).requires_grad_(True)
-    opt, best = torch.optim.Adam([a, b], lr=lr), 0.0
-    for _ in range(steps):
-        ratio = _norm(f(a) - f(b)).flatten() / _norm(a - b).flatten()
-        best = max(best, float(ratio.detach().max()))
-        opt.zero_grad()
-        (-ratio.sum()).backward()
-        opt.step()
-    return best
-
-
-# ----------------------------------------------------------------------------------------------
-# 7. One replicate of the chapter's experiment
-# ----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Run:
-    """A trained and certified model: CRA on `eps_grid`, its test predictions and head-aware
-    radii (float64), CPU seconds per step and the drift before retraction (NaN unless manifold).
-    The trained weights travel as a float64 state dict (parametrised modules do not pickle).
-    """
-
-    cfg: ModelConfig
-    state: dict
-    eps_grid: np.ndarray
-    cra: np.ndarray
-    pred: torch.Tensor
-    radius: torch.Tensor
-    step_time_s: float
-    error_before_retraction: float
-
-
-def train_and_certify(
-    cfg: ModelConfig, recipe: Recipe, split_seed: int, seed: int, eps_grid
-) -> Run:
-    """Train the model `cfg` describes (init and batches from `seed`) on the digits split drawn
-    from `split_seed`, then certify its test set in float64 with the head-aware rule."""
-    eps_grid = validate.array("eps_grid", eps_grid, nonnegative=True)
-    data = load_digits_split(seed=split_seed)
-    result = train_model(build_model(cfg, seed), data, recipe, seed)
-    model = result.model.double()
-    with torch.no_grad():
-        pred, radius = head_aware_radius(model(data.X_test.double()), model.head.weight)
-    correct = (pred == data.y_test).numpy()
-    cra = np.array([(correct & (radius > e).numpy()).mean() for e in eps_grid])
-    return Run(cfg, model.state_dict(), eps_grid, cra, pred, radius, result.step_time_s,
-               result.error_before_retraction)  # fmt: skip
-
-
-def trained_model(run: Run) -> LipNeXt | AOLNet:
-    """The float64 model of a Run, rebuilt from its config and weights, in eval mode."""
-    if not isinstance(run, Run):
-        raise TypeError(f"run must be a Run from train_and_certify, got {type(run).__name__}")
-    model = build_model(run.cfg).double()
-    model.load_state_dict(run.state)
-    return model.eval()
+    batch = validate.integer("batch", batch, minimum=1)
+    x = torch.zeros(members(model), batch, model.cfg.side, model.cfg.side)
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(x)
+    return counter.get_total_flops() / (members(model) * batch)
