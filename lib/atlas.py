@@ -70,12 +70,20 @@ def curse_multipliers(phi: float, psi: float, alpha: float, beta: float, r: floa
     return n_mult, d_mult, n_mult * d_mult
 
 
+class IsoLossError(RuntimeError):
+    """SLSQP found no iso-loss optimum from any start (a numerical failure, reported, never
+    silently replaced by the closed form)."""
+
+
 def iso_loss_multipliers(phi: float, psi: float, alpha: float, beta: float, r: float):
     """(N'/N, D_tot'/D_tot) found numerically: minimise log C = log N + log(K D_t) by SLSQP at
     the loss of the compute-optimal K = 1 point, with K = r (curse law of ATLAS Sec. 5).
 
     An independent check of `curse_multipliers`: no Lagrange algebra, only the law itself.
     The answer does not depend on A, B or the starting N (the law is scale-free), so both are 1.
+    SLSQP works on the scaled logs u = alpha log N, v = beta log D_t (both error terms are then
+    e^-u, e^-v) and restarts from points that split the loss differently between the two
+    terms; raises IsoLossError with every start's message if none converges.
     """
     phi, psi = validate.real("phi", phi), validate.real("psi", psi)
     alpha = validate.real("alpha", alpha, low=0, low_open=True)
@@ -83,14 +91,23 @@ def iso_loss_multipliers(phi: float, psi: float, alpha: float, beta: float, r: f
     r = validate.real("r", r, low=1e-3, high=1e3)
     log_d0 = math.log(beta / alpha) / beta  # alpha A / N^alpha = beta B / D^beta at N = 1
     target = 1.0 + math.exp(-beta * log_d0)  # A / N^alpha + B / D^beta at K = 1
-    excess = {"type": "eq", "fun": lambda z: r**phi * math.exp(-alpha * z[0])
-              + r**psi * math.exp(-beta * z[1]) - target}  # fmt: skip
-    options = {"ftol": 1e-12, "maxiter": 500}
-    res = optimize.minimize(lambda z: z[0] + z[1], [0.0, log_d0], method="SLSQP",
-                            constraints=[excess], options=options)  # fmt: skip
-    if not res.success:
-        raise RuntimeError(f"SLSQP did not converge: {res.message}")
-    return math.exp(res.x[0]), r * math.exp(res.x[1] - log_d0)
+
+    def excess(x):  # the loss at K = r over the loss to keep, minus 1
+        return (r**phi * math.exp(-x[0]) + r**psi * math.exp(-x[1])) / target - 1.0
+
+    starts = [(0.0, beta * log_d0)] + [  # the K = 1 optimum, then points on the constraint
+        (math.log(r**phi / (f * target)), math.log(r**psi / ((1 - f) * target)))
+        for f in (0.5, 0.2, 0.8)
+    ]
+    messages = []
+    for x0 in starts:
+        res = optimize.minimize(lambda x: x[0] / alpha + x[1] / beta, x0, method="SLSQP",
+                                constraints=[{"type": "eq", "fun": excess}],
+                                options={"ftol": 1e-12, "maxiter": 500})  # fmt: skip
+        if res.success:
+            return math.exp(res.x[0] / alpha), r * math.exp(res.x[1] / beta - log_d0)
+        messages.append(res.message)
+    raise IsoLossError(f"SLSQP did not converge from {len(starts)} starts: {messages}")
 
 
 # --------------------------------------------------------------------------- laws and fitting
@@ -193,6 +210,35 @@ def curse_law() -> Law:
                _HI + (3.0, 3.0), tuple(s + (0.1, -0.1) for s in _GRID))  # fmt: skip
 
 
+def fit_curse_law(X: Mapping[str, np.ndarray], L, E_min: float | None = None) -> LawFit:
+    """The curse law (`curse_law`, ATLAS Sec. 5) fitted in two stages, on log L.
+
+    At K = 1 the law is Chinchilla, so E, A, B, alpha, beta come from the K = 1 points
+    (`fit_law`, E bounded below by E_min); phi and psi then from every point with those fixed.
+    Fitted all at once on one small world, phi trades off against alpha and psi against beta.
+    X: K, N, D_t arrays (n,); L: (n,) losses in nats/token.
+    """
+    law = curse_law()
+    L = validate.array("L", L, positive=True)
+    X = _features(law, X, len(L))
+    one = X["K"] == 1
+    if one.sum() < len(_BASE):
+        raise ValueError(f"X needs >= {len(_BASE)} points with K = 1 (the Chinchilla stage), "
+                         f"got {int(one.sum())}")  # fmt: skip
+    base = fit_law(chinchilla_law("D_t"), {"N": X["N"][one], "D_t": X["D_t"][one]}, L[one],
+                   E_min=E_min)  # fmt: skip
+    theta = [base.values[p] for p in _BASE]
+
+    def resid(exponents):
+        with np.errstate(all="ignore"):
+            r = np.log(law.f(np.array(theta + list(exponents)), X)) - np.log(L)
+        return np.nan_to_num(r, nan=10.0, posinf=10.0, neginf=-10.0)
+
+    res = optimize.least_squares(resid, [0.1, -0.1], bounds=(law.lower[5:], law.upper[5:]))
+    rmse = float(np.sqrt(2 * res.cost / L.size))
+    return LawFit(law, dict(zip(law.params, theta + [float(x) for x in res.x], strict=True)), rmse)
+
+
 def _features(law: Law, X: Mapping, n: int | None = None) -> dict[str, np.ndarray]:
     """The features `law` reads, validated: present, finite (U may be +inf: no cap), > 0 for
     N, K, p_fam and U, >= 0 for token counts, and of length n when given."""
@@ -252,25 +298,13 @@ def fit_law(
     return LawFit(law, dict(zip(law.params, map(float, best.x), strict=True)), rmse)
 
 
-def r2_within(L, predicted, groups, floor: float = -1.0) -> float:
-    """Mean over groups (e.g. model sizes) of R^2 = 1 - SSE / SST within the group, each
-    clipped below at `floor` so that one wild extrapolation counts as bad, not as -10^4."""
-    L = validate.array("L", L, min_size=2)
-    predicted = validate.array("predicted", predicted, min_size=2)
-    groups = np.asarray(groups)
-    validate.same_length(L=L, predicted=predicted, groups=groups)
-    floor = validate.real("floor", floor, high=0.0)
-    scores = []
-    for g in np.unique(groups):
-        y, p = L[groups == g], predicted[groups == g]
-        sst = float(np.sum((y - y.mean()) ** 2))
-        if len(y) < 2 or sst == 0:
-            raise ValueError(f"group {g} needs >= 2 points with different L to define R^2")
-        scores.append(max(floor, 1.0 - float(np.sum((y - p) ** 2)) / sst))
-    return float(np.mean(scores))
-
-
 # --------------------------------------------------------------------------- transfer score
+
+
+def monotone(D: np.ndarray, L: np.ndarray) -> np.ndarray:
+    """A loss curve L(D) made non-increasing by isotonic regression in log D (removes the
+    checkpoint-to-checkpoint noise that would make a curve cross another one by chance)."""
+    return IsotonicRegression(increasing=False).fit_transform(np.log(D), L)
 
 
 def bilingual_transfer_score(d_mono: float, D_mono, L_mono, D_bi, L_bi) -> tuple[float, str]:
@@ -289,9 +323,8 @@ def bilingual_transfer_score(d_mono: float, D_mono, L_mono, D_bi, L_bi) -> tuple
     validate.same_length(D_mono=D_m, L_mono=L_m)
     validate.same_length(D_bi=D_b, L_bi=L_b)
     d_mono = validate.real("d_mono", d_mono, low=float(D_m.min()), high=float(D_m.max()))
-    iso = IsotonicRegression(increasing=False)
-    L_ref = float(np.interp(np.log(d_mono), np.log(D_m), iso.fit_transform(np.log(D_m), L_m)))
-    L_b = iso.fit_transform(np.log(D_b), L_b)
+    L_ref = float(np.interp(np.log(d_mono), np.log(D_m), monotone(D_m, L_m)))
+    L_b = monotone(D_b, L_b)
     if L_b[-1] > L_ref:
         return -(D_b[-1] - 2 * d_mono) / d_mono, "<"
     if L_b[0] <= L_ref:
@@ -302,18 +335,38 @@ def bilingual_transfer_score(d_mono: float, D_mono, L_mono, D_bi, L_bi) -> tuple
     return -(sigma - 2 * d_mono) / d_mono, ""
 
 
+def bigram_overlap(tokens_s, tokens_t, vocab: int) -> float:
+    """Shared bigram mass sum_{a,b} min(p_s(a, b), p_t(a, b)) of two corpora, in [0, 1].
+
+    tokens_s, tokens_t: (rows, L) token ids; p_x are the empirical frequencies of adjacent
+    pairs within rows. 1 for corpora with the same bigram statistics, 0 for corpora that share
+    no surface bigram (e.g. disjoint scripts). Measured on data, it mixes what two languages
+    share in script (same ids) and in grammar (same transitions).
+    """
+    vocab = validate.integer("vocab", vocab, minimum=1)
+    freqs = []
+    for name, x in (("tokens_s", tokens_s), ("tokens_t", tokens_t)):
+        x = validate.array(name, x, ndim=2, nonnegative=True)
+        if x.shape[1] < 2 or x.max() >= vocab or np.any(x != np.round(x)):
+            raise ValueError(f"{name} must be integer ids in [0, {vocab}) in rows of >= 2 tokens")
+        pairs = (x[:, :-1].astype(np.int64) * vocab + x[:, 1:].astype(np.int64)).ravel()
+        freqs.append(np.bincount(pairs, minlength=vocab * vocab) / pairs.size)
+    return float(np.minimum(*freqs).sum())
+
+
 # --------------------------------------------------------------------------- toy languages
 
 ROW_LEN = 128  # tokens per row of a training pool
-VAL_STREAMS, VAL_LEN = 16, 136  # 16 x 8 = 128 validation windows of 17 tokens per language
+VAL_STREAMS, VAL_LEN = 8, 136  # 8 x 8 = 64 validation windows of 17 tokens per language
 
 
 @dataclass(frozen=True)
 class LangSpec:
-    """A toy language: its family (shares a family grammar) and script (its surface ids)."""
+    """A toy language: its family (shares a family grammar; None: an unrelated language that
+    shares no grammar at all) and script (its surface ids)."""
 
     name: str
-    family: str
+    family: str | None
     script: int
 
 
@@ -324,7 +377,8 @@ def build_languages(
     """P_l = mix[0] P_0 + mix[1] F_family + mix[2] G_l over concepts; token = script * C + c.
 
     P_0 (universal), F (one per family) and G (one per language) are `lib.synth.random_chain`s;
-    languages sharing a script write every concept with the same token.
+    a language of family None is its private grammar G_l alone. Languages sharing a script
+    write every concept with the same token.
     """
     if not isinstance(specs, Sequence) or not specs or not all(
             isinstance(s, LangSpec) for s in specs):  # fmt: skip
@@ -338,7 +392,7 @@ def build_languages(
     weights = validate.array("mix", mix, nonnegative=True)
     if weights.shape != (3,) or not math.isclose(weights.sum(), 1.0):
         raise ValueError(f"mix must be three weights >= 0 summing to 1, got {mix!r}")
-    families = sorted({s.family for s in specs})
+    families = sorted({s.family for s in specs if s.family is not None})
     seeds = np.random.SeedSequence(validate.integer("seed", seed, minimum=0)).generate_state(
         1 + len(families) + len(specs))  # fmt: skip
     chain = lambda i: random_chain(n_concepts, 1, n_support, 1.0, int(seeds[i]))  # noqa: E731
@@ -346,7 +400,8 @@ def build_languages(
     vocab = n_concepts * (1 + max(s.script for s in specs))
     out = {}
     for i, s in enumerate(specs):
-        P = mix_chains([base, fam[s.family], chain(1 + len(families) + i)], list(weights))
+        own = chain(1 + len(families) + i)
+        P = own if s.family is None else mix_chains([base, fam[s.family], own], list(weights))
         out[s.name] = Language(P, s.script * n_concepts + np.arange(n_concepts), vocab)
     return out
 
@@ -363,7 +418,7 @@ class World:
 
 
 def sample_world(langs: Mapping[str, Language], rows: Mapping[str, int], seed: int) -> World:
-    """Draw a pool of rows[name] x ROW_LEN tokens (U = rows * 128) and 128 validation windows
+    """Draw a pool of rows[name] x ROW_LEN tokens (U = rows * 128) and 64 validation windows
     for every language, all streams independent and derived from `seed`."""
     if not isinstance(langs, Mapping) or not langs:
         raise TypeError("langs must be a non-empty dict of name -> lib.synth.Language")
@@ -383,10 +438,27 @@ def sample_world(langs: Mapping[str, Language], rows: Mapping[str, int], seed: i
     return World(pools, val, floors, vocab.pop())
 
 
+def stack_worlds(worlds: Mapping[str, World]) -> World:
+    """One World holding several, each language renamed '<tag>/<name>' (tag: the key in
+    `worlds`), so that `train_toys` trains the runs of many worlds in one call. The worlds
+    must share a vocabulary."""
+    if not isinstance(worlds, Mapping) or not worlds or not all(
+            isinstance(w, World) for w in worlds.values()):  # fmt: skip
+        raise TypeError(f"worlds must be a non-empty dict tag -> World, got {worlds!r:.60}")
+    vocab = {w.vocab for w in worlds.values()}
+    if len(vocab) != 1:
+        raise ValueError(f"worlds must share one vocabulary, got sizes {sorted(vocab)}")
+    fields = {"pools": {}, "val": {}, "floors": {}}
+    for tag, world in worlds.items():
+        for name, merged in fields.items():
+            merged.update({f"{tag}/{k}": v for k, v in getattr(world, name).items()})
+    return World(**fields, vocab=vocab.pop())
+
+
 # --------------------------------------------------------------------------- toy runs, stacked
 
-SEQ_LEN, BATCH, LR, WARMUP = 16, 16, 2e-2, 10  # every toy run: 16 windows of 16 tokens a step
-EVAL_WINDOWS = 128
+SEQ_LEN, BATCH, LR, WARMUP = 16, 16, 2e-2, 10  # default: 16 windows of 16 tokens a step
+EVAL_WINDOWS = 64
 
 
 @dataclass(frozen=True)
@@ -469,13 +541,15 @@ def stacked_logits(P: Mapping, x):
     return torch.bmm(_rms(h, P["norm.weight"][:, None]), emb.transpose(1, 2)).view(M, B, S, -1)
 
 
-def mixture_sampler(runs: Sequence[ToyRun], pools: Mapping[str, np.ndarray], seed: int):
-    """draw() -> x, y (M, B, S), y = x shifted by one: each of the B windows of run m comes
-    from pool l with probability w_l (its `ToyRun.weights`), at a uniform row and offset."""
+def mixture_sampler(runs: Sequence[ToyRun], pools: Mapping[str, np.ndarray], seed: int,
+                    batch: int = BATCH):  # fmt: skip
+    """draw() -> x, y (M, B, S), y = x shifted by one: each of the B = `batch` windows of run m
+    comes from pool l with probability w_l (its `ToyRun.weights`), at a uniform row and offset."""
     import torch
 
     _check_runs(runs)
     seed = validate.integer("seed", seed, minimum=0)
+    batch = validate.integer("batch", batch, minimum=1)
     if not isinstance(pools, Mapping):
         raise TypeError(f"pools must be a dict name -> (rows, L) token array, got {pools!r:.60}")
     names = sorted({k for run in runs for k in run.weights})
@@ -499,7 +573,7 @@ def mixture_sampler(runs: Sequence[ToyRun], pools: Mapping[str, np.ndarray], see
     span = torch.arange(SEQ_LEN + 1)
 
     def draw():
-        p = pool.gather(1, torch.multinomial(prob, BATCH, replacement=True, generator=gen))
+        p = pool.gather(1, torch.multinomial(prob, batch, replacement=True, generator=gen))
         row = first[p] + (torch.rand(p.shape, generator=gen, dtype=torch.float64)
                           * n_rows[p]).long()  # fmt: skip
         start = torch.randint(data.shape[1] - SEQ_LEN, p.shape, generator=gen)
@@ -585,11 +659,11 @@ def _stacked_states(cfg, runs: Sequence[ToyRun]) -> dict:
 
 def train_toys(
     d_model: int, vocab: int, runs: Sequence[ToyRun], pools: Mapping[str, np.ndarray],
-    val: Mapping[str, np.ndarray], steps: int, eval_every: int, seed: int,
+    val: Mapping[str, np.ndarray], steps: int, eval_every: int, seed: int, batch: int = BATCH,
 ) -> list[Curves]:  # fmt: skip
     """Train M toy decoders (`toy_config`) in lockstep, one independent model per `ToyRun`.
 
-    Each step every model takes its own batch of 16 windows of 16 tokens from its mixture;
+    Each step every model takes its own batch of `batch` windows of 16 tokens from its mixture;
     AdamW (lr 2e-2 after 10 warmup steps, then constant; betas 0.9, 0.95; decay 0.1 on matrices;
     gradients clipped to norm 1 per model), the optimiser `lib.train.train` would run on each
     alone. Stacking the models into batched matmuls measured about 2x cheaper on a CPU than M
@@ -606,9 +680,10 @@ def train_toys(
     _check_runs(runs)
     steps = validate.integer("steps", steps, minimum=1)
     eval_every = validate.integer("eval_every", eval_every, minimum=1)
-    tcfg = TrainConfig(steps=steps, batch_size=BATCH, seq_len=SEQ_LEN, lr=LR,
+    batch = validate.integer("batch", batch, minimum=1)
+    tcfg = TrainConfig(steps=steps, batch_size=batch, seq_len=SEQ_LEN, lr=LR,
                        warmup_steps=min(WARMUP, steps), schedule="constant")  # fmt: skip
-    draw = mixture_sampler(runs, pools, seed)
+    draw = mixture_sampler(runs, pools, seed, batch)
     slots = _validation(runs, val)
     P = _stacked_states(cfg, runs)
     opt = torch.optim.AdamW(
@@ -623,7 +698,7 @@ def train_toys(
         if (step + 1) % eval_every == 0 or step + 1 == steps:
             done.append(step + 1)
             losses.append([_stacked_nll(P, w) for w in slots])
-    return _curves(runs, P, np.array(done) * BATCH * SEQ_LEN, np.array(losses),
+    return _curves(runs, P, np.array(done) * batch * SEQ_LEN, np.array(losses),
                    count_params(cfg).non_embedding)  # fmt: skip
 
 
@@ -656,17 +731,18 @@ def crossover_budget(D, L_ft, L_scratch) -> tuple[float, str]:
     """First budget D* (tokens) where scratch stops losing to finetuning, with censoring.
 
     D (n,) increasing target-stage tokens at the checkpoints; L_ft, L_scratch (n,) the target
-    loss of the finetuned and the from-scratch model there. The gap g = L_scratch - L_ft is
-    interpolated linearly in log D between the last checkpoint with g > 0 and the first with
-    g <= 0. Returns (D*, ''); (D[-1], '>') if finetuning stays ahead (D* beyond the run);
-    (D[0], '<') if it is not ahead at the first checkpoint.
+    loss of the finetuned and the from-scratch model there. Both curves are first made
+    non-increasing (`monotone`), so that checkpoint noise alone does not make them cross. The
+    gap g = L_scratch - L_ft is interpolated linearly in log D between the last checkpoint with
+    g > 0 and the first with g <= 0. Returns (D*, ''); (D[-1], '>') if finetuning stays ahead
+    (D* beyond the run); (D[0], '<') if it is not ahead at the first checkpoint.
     """
     D, L_ft, L_s = (validate.array(n, v, positive=True, min_size=2) for n, v in
                     (("D", D), ("L_ft", L_ft), ("L_scratch", L_scratch)))  # fmt: skip
     validate.same_length(D=D, L_ft=L_ft, L_scratch=L_s)
     if np.any(np.diff(D) <= 0):
         raise ValueError("D must be strictly increasing; pass the checkpoints in order")
-    g = L_s - L_ft
+    g = monotone(D, L_s) - monotone(D, L_ft)
     if g[0] <= 0:
         return float(D[0]), "<"
     if np.all(g > 0):
