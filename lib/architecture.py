@@ -563,18 +563,31 @@ def load_openlm_morph(path=None) -> pd.DataFrame:
     return runs
 
 
-def _chinchilla_log(theta: np.ndarray, log_N: np.ndarray, log_D: np.ndarray) -> np.ndarray:
+def _chinchilla_terms(theta: np.ndarray, log_N: np.ndarray, log_D: np.ndarray) -> np.ndarray:
+    """(3, n) logs of the three terms: a - alpha ln N, b - beta ln D, e."""
     a, b, e, alpha, beta = theta
-    return special.logsumexp([a - alpha * log_N, b - beta * log_D, np.full_like(log_N, e)], axis=0)
+    return np.array([a - alpha * log_N, b - beta * log_D, np.full_like(log_N, e)])
+
+
+def _chinchilla_log(theta: np.ndarray, log_N: np.ndarray, log_D: np.ndarray) -> np.ndarray:
+    """log L = LSE(a - alpha ln N, b - beta ln D, e), (n,)."""
+    return special.logsumexp(_chinchilla_terms(theta, log_N, log_D), axis=0)
+
+
+def _chinchilla_jac(theta: np.ndarray, log_N: np.ndarray, log_D: np.ndarray) -> np.ndarray:
+    """d log L / d (a, b, e, alpha, beta), (n, 5): the terms' softmax weights w times 1 or -ln."""
+    w = special.softmax(_chinchilla_terms(theta, log_N, log_D), axis=0)
+    return np.column_stack([w[0], w[1], w[2], -w[0] * log_N, -w[1] * log_D])
 
 
 def fit_chinchilla_lsq(N, D, L, start: ChinchillaFit | None = None) -> ChinchillaFit:
     """L = E + A/N^alpha + B/D^beta by least squares on log L, from 8 starts or from `start`.
 
     The law and log-space form of `lib.fit.fit_chinchilla` (log L = LSE(a - alpha ln N,
-    b - beta ln D, e)), fitted by scipy's trust-region least squares within bounds (e in
-    [-5, 3], alpha and beta in [0, 2]): milliseconds where that Huber grid takes minutes, which
-    a bootstrap of hundreds of refits needs. N, D, L: (n >= 5,) positive.
+    b - beta ln D, e)), fitted by scipy's trust-region least squares with the analytic
+    Jacobian, within bounds (e in [-5, 3], alpha and beta in [0, 2]): milliseconds where that
+    Huber grid takes minutes, which a bootstrap of hundreds of refits needs.
+    N, D, L: (n >= 5,) positive.
     """
     N, D, L = (validate.array(k, v, positive=True, min_size=5)
                for k, v in (("N", N), ("D", D), ("L", L)))  # fmt: skip
@@ -590,7 +603,8 @@ def fit_chinchilla_lsq(N, D, L, start: ChinchillaFit | None = None) -> Chinchill
         raise TypeError(f"start must be a ChinchillaFit or None, got {start!r:.60}")
     bounds = ([-np.inf, -np.inf, -5.0, 0.0, 0.0], [np.inf, np.inf, 3.0, 2.0, 2.0])
     fits = [optimize.least_squares(lambda t: _chinchilla_log(t, *logs) - np.log(L),
-                                   np.clip(s, *bounds), bounds=bounds, x_scale="jac")
+                                   np.clip(s, *bounds), lambda t: _chinchilla_jac(t, *logs),
+                                   bounds=bounds, x_scale="jac")
             for s in starts]  # fmt: skip
     a, b, e, alpha, beta = min(fits, key=lambda f: f.cost).x
     return ChinchillaFit(float(math.exp(e)), float(math.exp(a)), float(math.exp(b)), float(alpha),
