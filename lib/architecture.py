@@ -459,24 +459,6 @@ def bounded_optimum(factor: UFactor, lo: float, hi: float) -> float:
     return lo if float(factor(lo)) <= float(factor(hi)) else hi
 
 
-def bootstrap_sweep_optimum(z, L, lo: float, hi: float, n_bootstrap: int, seed: int) -> np.ndarray:
-    """ln z*, the optimum of one sweep, on n_bootstrap resamples of its replicates.
-
-    z: (n >= 3,) knob values; L: (n, R >= 3) losses, one column per replicate. Each resample
-    draws R columns with replacement, fits `fit_u_shape` to their mean and takes the ln of its
-    `bounded_optimum` on [lo, hi]. Returns (n_bootstrap,); the percentiles give an interval.
-    """
-    z = validate.array("z", z, positive=True, min_size=3)
-    L = validate.array("L", L, ndim=2)
-    if L.shape[0] != len(z) or L.shape[1] < 3:
-        raise ValueError(f"L must be (len(z)={len(z)}, replicates >= 3), got {L.shape}")
-    n_bootstrap = validate.integer("n_bootstrap", n_bootstrap, minimum=1)
-    rng = np.random.default_rng(validate.integer("seed", seed, minimum=0))
-    cols = rng.integers(0, L.shape[1], (n_bootstrap, L.shape[1]))
-    return np.array([math.log(bounded_optimum(fit_u_shape(z, L[:, c].mean(axis=1)), lo, hi))
-                     for c in cols])  # fmt: skip
-
-
 # ----------------------------------------------------------------------------- search
 def candidate_shapes(
     N: int,

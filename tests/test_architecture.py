@@ -16,7 +16,6 @@ from lib.architecture import (
     UFactor,
     argmin_numeric,
     bootstrap_optimum,
-    bootstrap_sweep_optimum,
     bounded_optimum,
     candidate_shapes,
     carry_over,
@@ -192,19 +191,6 @@ def test_bounded_optimum_reads_an_edge_as_the_edge():
     assert bounded_optimum(UFactor(1.0, 0.2, -0.05), 0.1, 10.0) == 0.1  # rises forever
 
 
-def test_bootstrap_sweep_optimum_centres_on_the_planted_optimum():
-    z = np.geomspace(0.1, 1.0, 5)
-    rng = np.random.default_rng(1)
-    L = UFactor(1.0, 0.2, 0.05)(z)[:, None] + 0.002 * rng.standard_normal((5, 12))
-    boot = bootstrap_sweep_optimum(z, L, 0.05, 2.0, 200, seed=0)
-    assert boot.shape == (200,)
-    assert math.exp(np.median(boot)) == pytest.approx(0.25, rel=0.05)
-    assert np.array_equal(boot, bootstrap_sweep_optimum(z, L, 0.05, 2.0, 200, seed=0))
-    # a sweep that keeps falling: every resample reads the range's upper end
-    falling = np.repeat((2.0 - np.log(z))[:, None], 3, axis=1)
-    assert np.exp(bootstrap_sweep_optimum(z, falling, 0.05, 2.0, 10, 0)) == pytest.approx([2] * 10)
-
-
 def test_fit_chinchilla_lsq_recovers_a_planted_law():
     rng = np.random.default_rng(0)
     N, D = rng.uniform(1e7, 1e9, 30), rng.uniform(1e9, 1e11, 30)
@@ -352,11 +338,6 @@ BAD_CALLS = [
     (lambda: rank_scores([1.0, 2.0], [[1.0]] * 3), ValueError, "predicted must be"),
     (lambda: bounded_optimum((1, 2, 3), 0.1, 1.0), TypeError, "factor must be a UFactor"),
     (lambda: bounded_optimum(BIAN2025.a, 1.0, 0.5), ValueError, "hi must lie"),
-    (
-        lambda: bootstrap_sweep_optimum([0.1, 0.2, 0.4], [[1.0] * 2] * 3, 0.1, 1, 5, 0),
-        ValueError,
-        "L must",
-    ),  # fmt: skip
     (
         lambda: fit_shape_law([1e7] * 5, [1e9] * 5, [0.1] * 5, [3.0] * 5, reference=1),
         TypeError,
