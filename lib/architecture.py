@@ -10,9 +10,12 @@ separable U-shaped factors,
 whose minima sit at x* = a2 / a1 and r* = b2 / b1. This module holds: the published
 coefficients and Table 1; the shape solver that turns (N, d, r, GQA) into an `LMConfig` of
 `lib.lm`; the toy task (a lagged-logit language with an exact loss floor); training runs for
-`lib.runs.run_jobs`; the U-shape and conditional-law fits, fitted across sizes; the
-constrained search (their Eq. 4); and a decode cost model next to a measured KV-cache decode
-throughput.
+`lib.runs.run_jobs`; the U-shape and conditional-law fits, fitted across sizes; how a
+prediction scores against measured losses (Spearman and the regret of its choice, the noise
+ceiling, the optimum of a sweep with a jackknife interval); the constrained search (their
+Eq. 4); the released depth-width runs of Bian, Yan and Venkataraman (ICML 2025) with the
+hidden-size factor on a Chinchilla reference; and a decode cost model next to a measured
+KV-cache decode throughput.
 """
 
 from __future__ import annotations
@@ -20,11 +23,14 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
-from scipy import optimize, stats
+import pandas as pd
+from scipy import optimize, special, stats
 
 from lib import validate
+from lib.fit import ChinchillaFit
 from lib.lm import LMConfig, count_params, flops_per_token
 
 
@@ -399,29 +405,58 @@ def fit_across_sizes(x, r, N, L) -> PublishedLaw:
     return fit_conditional_law(x, r, L, L_opt)
 
 
-def transfer_spearman(law: PublishedLaw, x, r, L, V: int) -> np.ndarray:
-    """Spearman(law's prediction, measured loss) over the shapes of one size, per replicate.
+def noise_ceiling(L) -> tuple[np.ndarray, np.ndarray]:
+    """What one replicate's measured ranking scores against another's: the noise ceiling.
 
-    x, r: (n,) realised shape ratios (n >= 3); L: (n, R) final losses, one column per replicate.
-    Divergence rule (`is_diverged`): a diverged run counts as ln V, a uniform guess. L_opt is
-    common to the shapes of one size, so it drops out of the ranking.
+    L: (n_shapes >= 3, R >= 2) losses. Per replicate k, the mean over j != k of
+    `rank_scores(L[:, j], L[:, k])`: (Spearman (R,), regret (R,) in nats). A law fitted on runs
+    as noisy as these cannot be expected to score more against a single run.
     """
-    predicted = predict_loss(law, validate.array("x", x, min_size=3), r, 1.0)
-    flagged = is_diverged(L, V)  # also rejects a string
-    L = validate.array("L", np.where(flagged, math.log(V), np.asarray(L, dtype=float)), ndim=2)
-    if L.shape[0] != len(predicted):
-        raise ValueError(f"L must be (n_shapes={len(predicted)}, replicates), got {L.shape}")
-    return np.array([stats.spearmanr(predicted, column).statistic for column in L.T])
-
-
-def noise_ceiling(L) -> np.ndarray:
-    """How well the measured ranking itself predicts one replicate: per replicate k,
-    Spearman(mean of the other replicates, replicate k). L: (n_shapes, R) losses, R >= 2."""
     L = validate.array("L", L, ndim=2)
     if L.shape[0] < 3 or L.shape[1] < 2:
         raise ValueError(f"L must be (n_shapes >= 3, replicates >= 2), got {L.shape}")
-    rest = (L.sum(axis=1, keepdims=True) - L) / (L.shape[1] - 1)  # leave-one-out means
-    return np.array([stats.spearmanr(rest[:, k], L[:, k]).statistic for k in range(L.shape[1])])
+    R = L.shape[1]
+    pairs = [rank_scores(L[:, j], L[:, [k]]) for k in range(R) for j in range(R) if j != k]
+    rho = np.array([p[0][0] for p in pairs]).reshape(R, R - 1).mean(axis=1)
+    regret = np.array([p[1][0] for p in pairs]).reshape(R, R - 1).mean(axis=1)
+    return rho, regret
+
+
+def rank_scores(predicted, L) -> tuple[np.ndarray, np.ndarray]:
+    """(Spearman, regret) of a prediction against each replicate of measured losses.
+
+    predicted: (n,) for every replicate, or (n, R) one column per replicate; L: (n, R) losses
+    in nats. Per replicate k: Spearman(predicted[:, k], L[:, k]) and the regret of the shape the
+    prediction chooses, L[argmin predicted[:, k], k] - min L[:, k] (nats). A constant prediction
+    (a law without shape terms) ranks nothing: Spearman 0 and the regret of a random pick,
+    mean L[:, k] - min L[:, k], the expectations of breaking its ties at random.
+    """
+    L = validate.array("L", L, ndim=2, min_size=3)
+    p = validate.array("predicted", predicted, ndim=None)
+    p = np.repeat(p[:, None], L.shape[1], axis=1) if p.ndim == 1 else p
+    if p.shape != L.shape or L.shape[0] < 3:
+        raise ValueError(f"predicted must be (n,) or (n, R) with L (n >= 3, R) = {L.shape}, "
+                         f"got {np.shape(predicted)}")  # fmt: skip
+    rho, regret = np.zeros(L.shape[1]), np.zeros(L.shape[1])
+    for k in range(L.shape[1]):
+        if np.ptp(p[:, k]) > 0:
+            rho[k] = stats.spearmanr(p[:, k], L[:, k]).statistic
+            regret[k] = L[np.argmin(p[:, k]), k] - L[:, k].min()
+        else:
+            regret[k] = L[:, k].mean() - L[:, k].min()
+    return rho, regret
+
+
+def bounded_optimum(factor: UFactor, lo: float, hi: float) -> float:
+    """argmin of factor(z) on [lo, hi]: z* = c2/c1 clipped to it when the factor has an interior
+    minimum (c1, c2 > 0), else the better end, so an optimum at an edge reads as that edge."""
+    if not isinstance(factor, UFactor):
+        raise TypeError(f"factor must be a UFactor, e.g. fit_u_shape(z, L), got {factor!r:.60}")
+    lo = validate.real("lo", lo, low=0, low_open=True)
+    hi = validate.real("hi", hi, low=lo, low_open=True)
+    if math.isfinite(factor.z_star):
+        return min(max(factor.z_star, lo), hi)
+    return lo if float(factor(lo)) <= float(factor(hi)) else hi
 
 
 # ----------------------------------------------------------------------------- search
@@ -482,6 +517,150 @@ def search_architecture(L_pred, throughput, L_target: float, rel_tol: float = 0.
         return -1
     tied = feasible[speed[feasible] >= (1 - rel_tol) * speed[feasible].max()]
     return int(tied[np.argmin(L_pred[tied])])
+
+
+# ----------------------------------------------------------------------------- released runs
+MORPH_CSV = (
+    Path(__file__).resolve().parent.parent / "data" / "openlm-morph" / "openlm_morph_runs.csv"
+)
+
+
+def load_openlm_morph(path=None) -> pd.DataFrame:
+    """The released depth-width runs (default: data/openlm-morph) with the paper's quantities.
+
+    N: non-embedding parameters, params - 2 V d (untied input and output embeddings), as Bian
+    et al. 2025 count them; D: training tokens; x = d / sqrt(N); size: the nominal size of the
+    variant's group in parameters with embeddings, which that study held fixed.
+    """
+    path = MORPH_CSV if path is None else Path(path)
+    runs = pd.read_csv(path)
+    missing = {"params", "vocab_size", "d_model", "tokens", "size_group", "loss"} - set(runs)
+    if missing:
+        raise ValueError(f"{path} lacks the columns {sorted(missing)}; pass openlm_morph_runs.csv")
+    unit = {"M": 1e6, "B": 1e9}
+    runs["N"] = (runs.params - 2 * runs.vocab_size * runs.d_model).astype(float)
+    runs["D"] = runs.tokens.astype(float)
+    runs["x"] = runs.d_model / np.sqrt(runs.N)
+    runs["size"] = [float(g[:-1]) * unit[g[-1]] for g in runs.size_group]
+    return runs
+
+
+def _chinchilla_terms(theta: np.ndarray, log_N: np.ndarray, log_D: np.ndarray) -> np.ndarray:
+    """(3, n) logs of the three terms: a - alpha ln N, b - beta ln D, e."""
+    a, b, e, alpha, beta = theta
+    return np.array([a - alpha * log_N, b - beta * log_D, np.full_like(log_N, e)])
+
+
+def _chinchilla_log(theta: np.ndarray, log_N: np.ndarray, log_D: np.ndarray) -> np.ndarray:
+    """log L = LSE(a - alpha ln N, b - beta ln D, e), (n,)."""
+    return special.logsumexp(_chinchilla_terms(theta, log_N, log_D), axis=0)
+
+
+def _chinchilla_jac(theta: np.ndarray, log_N: np.ndarray, log_D: np.ndarray) -> np.ndarray:
+    """d log L / d (a, b, e, alpha, beta), (n, 5): the terms' softmax weights w times 1 or -ln."""
+    w = special.softmax(_chinchilla_terms(theta, log_N, log_D), axis=0)
+    return np.column_stack([w[0], w[1], w[2], -w[0] * log_N, -w[1] * log_D])
+
+
+def fit_chinchilla_lsq(N, D, L, start: ChinchillaFit | None = None) -> ChinchillaFit:
+    """L = E + A/N^alpha + B/D^beta by least squares on log L, from 8 starts or from `start`.
+
+    The law and log-space form of `lib.fit.fit_chinchilla` (log L = LSE(a - alpha ln N,
+    b - beta ln D, e)), fitted by scipy's trust-region least squares with the analytic
+    Jacobian, within bounds (e in [-5, 3], alpha and beta in [0, 2]): milliseconds where that
+    Huber grid takes minutes, which a bootstrap of hundreds of refits needs.
+    N, D, L: (n >= 5,) positive.
+    """
+    N, D, L = (validate.array(k, v, positive=True, min_size=5)
+               for k, v in (("N", N), ("D", D), ("L", L)))  # fmt: skip
+    validate.same_length(N=N, D=D, L=L)
+    logs = np.log(N), np.log(D)
+    if start is None:
+        starts = [np.array([a, b, e, 0.3, 0.3]) for a in (5.0, 15.0) for b in (5.0, 15.0)
+                  for e in (0.0, 1.0)]  # fmt: skip
+    elif isinstance(start, ChinchillaFit):
+        starts = [np.array([math.log(start.A), math.log(start.B), max(math.log(start.E), -5.0)
+                            if start.E > 0 else -5.0, start.alpha, start.beta])]  # fmt: skip
+    else:
+        raise TypeError(f"start must be a ChinchillaFit or None, got {start!r:.60}")
+    bounds = ([-np.inf, -np.inf, -5.0, 0.0, 0.0], [np.inf, np.inf, 3.0, 2.0, 2.0])
+    fits = [optimize.least_squares(lambda t: _chinchilla_log(t, *logs) - np.log(L),
+                                   np.clip(s, *bounds), lambda t: _chinchilla_jac(t, *logs),
+                                   bounds=bounds, x_scale="jac")
+            for s in starts]  # fmt: skip
+    a, b, e, alpha, beta = min(fits, key=lambda f: f.cost).x
+    return ChinchillaFit(float(math.exp(e)), float(math.exp(a)), float(math.exp(b)), float(alpha),
+                         float(beta), float(2 * min(f.cost for f in fits)))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ShapeLaw:
+    """Eq. 3's hidden-size part on a Chinchilla reference: L = F(x) (E + A/N^alpha + B/D^beta).
+
+    F(x) = a0 + a1 ln x + a2 / x with x = d / sqrt(N) (Bian et al. 2025, Eq. 3, first factor).
+    """
+
+    chinchilla: ChinchillaFit
+    factor: UFactor
+
+    def predict(self, N, D, x) -> np.ndarray:
+        """Loss (nats/token) at non-embedding parameters N, tokens D and x = d / sqrt(N)."""
+        return self.factor(x) * self.chinchilla.predict(N, D)
+
+
+def fit_shape_law(N, D, x, L, reference: ChinchillaFit | None = None) -> ShapeLaw:
+    """Fit `ShapeLaw` in two stages, as Bian et al. calibrate against L_opt(N, D) (Sec. 4).
+
+    The reference first, `fit_chinchilla_lsq` on N, D and L (or `reference` as given: it does
+    not depend on x), then F(x) = a0 + a1 ln x + a2 / x on L / reference (`fit_u_shape`).
+    N, D, x, L: (n >= 5,) per run.
+    """
+    N, D, x, L = (validate.array(k, v, positive=True, min_size=5)
+                  for k, v in (("N", N), ("D", D), ("x", x), ("L", L)))  # fmt: skip
+    validate.same_length(N=N, D=D, x=x, L=L)
+    if reference is None:
+        reference = fit_chinchilla_lsq(N, D, L)
+    elif not isinstance(reference, ChinchillaFit):
+        raise TypeError(f"reference must be a ChinchillaFit or None, got {reference!r:.60}")
+    return ShapeLaw(reference, fit_u_shape(x, L / reference.predict(N, D)))
+
+
+def bootstrap_optimum(law: ShapeLaw, N, D, x, L, lo: float, hi: float, n_bootstrap: int,
+                      seed: int) -> np.ndarray:  # fmt: skip
+    """ln x* of `fit_shape_law` refitted on n_bootstrap resamples of the runs (with replacement).
+
+    law: the fit to all runs (N, D, x, L: (n,) each); each resample refits the reference
+    starting from law's, then the factor. x* is the `bounded_optimum` of a refitted factor on
+    [lo, hi]. Returns (n_bootstrap,) values of ln x*, whose percentiles give an interval.
+    """
+    if not isinstance(law, ShapeLaw):
+        raise TypeError(f"law must be a ShapeLaw from fit_shape_law, got {law!r:.60}")
+    N, D, x, L = (validate.array(k, v, positive=True, min_size=5)
+                  for k, v in (("N", N), ("D", D), ("x", x), ("L", L)))  # fmt: skip
+    validate.same_length(N=N, D=D, x=x, L=L)
+    n_bootstrap = validate.integer("n_bootstrap", n_bootstrap, minimum=1)
+    rng = np.random.default_rng(validate.integer("seed", seed, minimum=0))
+    out = np.empty(n_bootstrap)
+    for i in range(n_bootstrap):
+        idx = rng.integers(0, len(L), len(L))
+        ref = fit_chinchilla_lsq(N[idx], D[idx], L[idx], start=law.chinchilla)
+        refit = fit_shape_law(N[idx], D[idx], x[idx], L[idx], reference=ref)
+        out[i] = math.log(bounded_optimum(refit.factor, lo, hi))
+    return out
+
+
+def carry_over(source_x, source_L, target_x) -> np.ndarray:
+    """The ranking observed at a smaller size, carried to new shapes by their x = d / sqrt(N).
+
+    Returns source_L / min(source_L) interpolated linearly in ln x at target_x (constant beyond
+    the source's ends): the law-free rival that says "the shapes rank as they did before".
+    """
+    sx = validate.array("source_x", source_x, positive=True, min_size=2)
+    sL = validate.array("source_L", source_L, positive=True, min_size=2)
+    validate.same_length(source_x=sx, source_L=sL)
+    tx = validate.array("target_x", target_x, positive=True)
+    order = np.argsort(sx)
+    return np.interp(np.log(tx), np.log(sx[order]), sL[order] / sL.min())
 
 
 # ----------------------------------------------------------------------------- decoding
