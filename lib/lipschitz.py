@@ -292,8 +292,28 @@ def _tokens(x: torch.Tensor, patch: int, width: int) -> torch.Tensor:
 # ----------------------------------------------------------------------------------------------
 
 
+class _TokenGrid:
+    """What LipNeXtConfig and ConvConfig share: a side x side image cut into patch x patch
+    tokens, width C and a `pool` head ('l2' or 'flatten')."""
+
+    side: int
+    patch: int
+    C: int
+    pool: str
+
+    @property
+    def n(self) -> int:
+        """Tokens per side of the grid."""
+        return self.side // self.patch
+
+    @property
+    def features(self) -> int:
+        """Inputs of the head: C after L2 pooling, n^2 C flattened."""
+        return self.C * (1 if self.pool == "l2" else self.n**2)
+
+
 @dataclass(frozen=True)
-class LipNeXtConfig:
+class LipNeXtConfig(_TokenGrid):
     """Width C, depth L (blocks), shift ratio alpha per direction, beta of beta-Abs, how the
     orthogonal matrices stay orthogonal ('manifold': OrthogonalAdam; 'cayley': Q = Q_0
     Cayley(A) with a free A), and the head's input: 'l2' spatial pooling (the paper's) or
@@ -322,16 +342,6 @@ class LipNeXtConfig:
             raise ValueError(f"alpha={self.alpha!r} shifts no channel at C={self.C}; use >= 1/C")
         if self.side % self.patch:
             raise ValueError(f"side={self.side} must be divisible by patch={self.patch}")
-
-    @property
-    def n(self) -> int:
-        """Tokens per side of the grid."""
-        return self.side // self.patch
-
-    @property
-    def features(self) -> int:
-        """Inputs of the head: C after L2 pooling, n^2 C flattened."""
-        return self.C * (1 if self.pool == "l2" else self.n**2)
 
 
 class Head(nn.Module):
@@ -503,7 +513,7 @@ def _offsets(n: int, dtype: torch.dtype) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
-class ConvConfig:
+class ConvConfig(_TokenGrid):
     """A prior 1-Lipschitz convolutional network on the same 2x2-patch tokens as LipNeXt:
     `layer` 'aol' (k x k AOL convolutions, zero padding, identity start) or 'cayley' (Cayley
     orthogonal convolutions, circular), width C, depth L, MaxMin activations, then `pool`:
@@ -533,16 +543,6 @@ class ConvConfig:
             raise ValueError(
                 f"kernel={self.kernel} must fit the {self.side // self.patch}-token grid"
             )
-
-    @property
-    def n(self) -> int:
-        """Tokens per side of the grid."""
-        return self.side // self.patch
-
-    @property
-    def features(self) -> int:
-        """Inputs of the head: C after L2 pooling, n^2 C flattened."""
-        return self.C * (1 if self.pool == "l2" else self.n**2)
 
 
 class ConvNet(nn.Module):

@@ -121,36 +121,33 @@ def test_fit_law_bounds_E_by_the_floor():
     assert math.exp(bounded.values["logE"]) >= 1.2 - 1e-9
 
 
+def planted_curse_world(seed: int, Ks, per_K: int, Ns, theta) -> tuple[dict, np.ndarray]:
+    """Runs (K, N, D_t) and losses from the curse law at `theta`, with 0.2% log-normal noise."""
+    rng = np.random.default_rng(seed)
+    K = np.repeat(Ks, per_K).astype(float)
+    X = {"K": K, "N": rng.choice(Ns, K.size), "D_t": rng.uniform(1e3, 1e5, K.size)}
+    return X, atlas.curse_law().f(np.array(theta), X) * np.exp(rng.normal(0, 0.002, K.size))
+
+
 def test_curse_fit_recovers_phi():
-    rng = np.random.default_rng(1)
-    K = np.repeat([1, 2, 4, 8], 40).astype(float)
-    N = rng.choice([1e3, 1e4, 1e5], K.size)
-    D = rng.uniform(1e3, 1e5, K.size)
-    law = atlas.curse_law()
-    theta = np.array([0.0, math.log(30.0), math.log(200.0), 0.4, 0.5, 0.2, -0.3])
-    X = {"K": K, "N": N, "D_t": D}
-    L = law.f(theta, X) * np.exp(rng.normal(0, 0.002, K.size))
-    fit = atlas.fit_law(law, X, L)
+    theta = [0.0, math.log(30.0), math.log(200.0), 0.4, 0.5, 0.2, -0.3]
+    X, L = planted_curse_world(1, [1, 2, 4, 8], 40, [1e3, 1e4, 1e5], theta)
+    fit = atlas.fit_law(atlas.curse_law(), X, L)
     assert fit.values["phi"] == pytest.approx(0.2, abs=0.05)
     assert fit.values["psi"] == pytest.approx(-0.3, abs=0.1)
 
 
 def test_two_stage_curse_fit_recovers_planted_exponents():
-    rng = np.random.default_rng(2)
-    K = np.repeat([1, 2, 4], 60).astype(float)
-    N = rng.choice([1e2, 1e3, 1e4], K.size)
-    D = rng.uniform(1e3, 1e5, K.size)
-    law = atlas.curse_law()
-    theta = np.array([0.5, math.log(30.0), math.log(200.0), 0.4, 0.5, 0.25, -0.2])
-    X = {"K": K, "N": N, "D_t": D}
-    L = law.f(theta, X) * np.exp(rng.normal(0, 0.002, K.size))
+    theta = [0.5, math.log(30.0), math.log(200.0), 0.4, 0.5, 0.25, -0.2]
+    X, L = planted_curse_world(2, [1, 2, 4], 60, [1e2, 1e3, 1e4], theta)
     fit = atlas.fit_curse_law(X, L)
     assert fit.law.name == "curse"
     assert fit.values["alpha"] == pytest.approx(0.4, abs=0.05)  # the K = 1 (Chinchilla) stage
     assert fit.values["phi"] == pytest.approx(0.25, abs=0.03)
     assert fit.values["psi"] == pytest.approx(-0.2, abs=0.05)
     with pytest.raises(ValueError, match="points with K = 1"):
-        atlas.fit_curse_law({k: v[K > 1] for k, v in X.items()}, L[K > 1])
+        several = X["K"] > 1
+        atlas.fit_curse_law({k: v[several] for k, v in X.items()}, L[several])
 
 
 def test_bigram_overlap_known_answers():
