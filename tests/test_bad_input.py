@@ -16,7 +16,12 @@ from lib.lm import LMConfig, MoEConfig, count_params, d_ff_from_ratio, flops_per
 
 X, Y = [1.0, 2.0, 4.0, 8.0, 16.0], [1.0, 0.6, 0.35, 0.2, 0.12]
 NAN, INF = float("nan"), float("inf")
-EVIDENCE = {"above": 0, "predicted": 1, "paper": "p", "control": negative("null", [0, 0, 0])}
+EVIDENCE = {
+    "above": 0,
+    "predicted": 1,
+    "paper": "p",
+    "control": negative("null", [0, 0, 0], alternative="a stand-in explanation"),
+}
 LM = LMConfig(vocab_size=16, d_model=8, n_layers=1, n_heads=2, n_kv_heads=2, d_ff=16, max_seq_len=8)
 
 
@@ -129,12 +134,12 @@ BAD_CALLS = [
         "values contains NaN or inf",
     ),  # fmt: skip
     (
-        lambda: negative("null", [0, NAN, 0]),
+        lambda: negative("null", [0, NAN, 0], alternative="a stand-in explanation"),
         ValueError,
         "control values contains NaN or inf",
     ),  # fmt: skip
     (
-        lambda: chapter().premise("a", "regime", 1.0, "yes", criterion="> 0"),
+        lambda: chapter().premise("a", "regime", 1.0, "yes", criterion="> 0", source="measured"),
         TypeError,
         "met must be True or False",
     ),  # fmt: skip

@@ -18,9 +18,11 @@ def summary(effect: float, control: float = -5.0) -> dict:
     """A one-claim chapter summary whose evidence has mean `effect` and a negative control."""
     checks = ClaimChecks("99_bench", "A benchmark chapter")
     checks.claim("a", "claim a", central=True)
-    checks.premise("a", "the paper's regime", 1.0, True, criterion="> 0")
+    checks.premise("a", "the paper's regime", 1.0, True, criterion="> 0", source="measured")
     wobble = [0.0, 0.01, -0.01, 0.005]
-    null = negative("no effect", [control + w for w in wobble])
+    null = negative(
+        "no effect", [control + w for w in wobble], alternative="a stand-in explanation"
+    )
     checks.evidence("a", "effect", [effect + w for w in wobble], above=0.0, predicted=1.0,
                     paper="p", control=null)  # fmt: skip
     return checks.summary()

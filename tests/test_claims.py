@@ -12,13 +12,17 @@ from lib.claims import (
     ClaimChecks,
     SummaryError,
     chapter_verdict,
+    holds_for,
     judge,
     load_summaries,
     negative,
     positive,
     rate_interval,
     t_interval,
+    validate_summary,
 )
+
+ALT = "a stand-in explanation"  # the alternative every control of these tests names
 
 
 def chapter(*claims: tuple[str, bool], premises: bool = True) -> ClaimChecks:
@@ -27,7 +31,9 @@ def chapter(*claims: tuple[str, bool], premises: bool = True) -> ClaimChecks:
     for claim_id, central in claims:
         checks.claim(claim_id, f"claim {claim_id}", central=central)
         if premises:
-            checks.premise(claim_id, "the paper's regime", 1.0, True, criterion="> 0")
+            checks.premise(
+                claim_id, "the paper's regime", 1.0, True, criterion="> 0", source="measured"
+            )
     return checks
 
 
@@ -36,8 +42,8 @@ def planted(mean: float, sd: float, n: int, seed: int = 0) -> np.ndarray:
 
 
 # A negative control far outside every criterion these tests use: it fails, so checks count.
-NULL = negative("no effect", planted(-5.0, 0.01, 4, seed=99))
-NULL_INTERVAL = negative("no effect", estimate=-5.0, interval=(-5.1, -4.9))
+NULL = negative("no effect", planted(-5.0, 0.01, 4, seed=99), alternative=ALT)
+NULL_INTERVAL = negative("no effect", estimate=-5.0, interval=(-5.1, -4.9), alternative=ALT)
 
 
 # ------------------------------------------------------------------ one interval, three outcomes
@@ -122,7 +128,7 @@ def test_many_settings_use_a_bonferroni_interval_and_the_worst_decides():
     checks = chapter(("a", True))
     values = np.vstack([planted(0.0, 0.01, 6, seed=s) for s in range(20)])
     values[7] += 0.5  # one setting far outside the tolerance
-    null = negative("no effect", values + 1.0)
+    null = negative("no effect", values + 1.0, alternative=ALT)
     check = checks.evidence("a", "theory - sim", values, within=(-0.05, 0.05), predicted=0.0,
                             control=null, paper="exact")  # fmt: skip
     assert check.outcome == "fail" and check.settings == 20
@@ -134,7 +140,7 @@ def test_a_per_setting_tolerance_is_allowed():
     checks = chapter(("a", True))
     values = np.array([planted(0.0, 0.001, 5, seed=s) for s in range(3)])
     tol = np.array([0.01, 0.02, 0.03])
-    off = negative("off", values + 1)
+    off = negative("off", values + 1, alternative=ALT)
     assert checks.evidence("a", "rel", values, within=(-tol, tol), predicted=0, control=off,
                            paper="exact").outcome == "pass"  # fmt: skip
 
@@ -334,7 +340,7 @@ def test_a_chapter_needs_a_numbered_name_and_a_central_claim():
 def test_a_check_that_passes_its_negative_control_cannot_count():
     """The same measurement with the mechanism removed passes too: it does not discriminate."""
     checks = chapter(("a", True))
-    useless = negative("mechanism removed", planted(1.0, 0.01, 4, seed=1))
+    useless = negative("mechanism removed", planted(1.0, 0.01, 4, seed=1), alternative=ALT)
     check = checks.evidence("a", "q", planted(1.0, 0.01, 4), above=0, predicted=1, paper="1",
                             control=useless)  # fmt: skip
     assert check.outcome == "pass" and check.controls[0].outcome == "pass"
@@ -350,7 +356,8 @@ def test_only_discriminating_checks_decide_a_claim():
                     control=NULL)  # fmt: skip
     # A failing check whose negative control passes cannot tell the mechanism from its absence.
     checks.evidence("a", "blind", planted(-1.0, 0.01, 4), above=0, predicted=1, paper="1",
-                    control=negative("null", planted(1.0, 0.01, 4, seed=2)))  # fmt: skip
+                    control=negative("null", planted(1.0, 0.01, 4, seed=2),
+                                     alternative=ALT))  # fmt: skip
     assert checks.claim_verdict("a") == "Reproduced"  # the failing check is not evidence
     assert checks.deciding("a").quantity == "good"
     assert list(checks.table().data["kind"]) == ["evidence", "evidence (does not count)"]
@@ -358,7 +365,9 @@ def test_only_discriminating_checks_decide_a_claim():
 
 def test_an_inconclusive_negative_control_did_not_fail():
     checks = chapter(("a", True))
-    vague = negative("null", planted(0.2, 1.0, 4, seed=3))  # straddles 0, holds 0.2
+    vague = negative(
+        "null", planted(0.2, 1.0, 4, seed=3), alternative=ALT
+    )  # straddles 0, holds 0.2
     check = checks.evidence("a", "q", planted(1.0, 0.01, 4), above=0, predicted=0.2, paper="0.2",
                             control=vague)  # fmt: skip
     assert check.controls[0].judged == "inconclusive" and check.controls[0].outcome == "pass"
@@ -367,11 +376,15 @@ def test_an_inconclusive_negative_control_did_not_fail():
 
 def test_a_positive_control_must_pass_and_every_control_must_discriminate():
     checks = chapter(("a", True))
-    planted_effect = positive("effect of 1 planted", planted(1.0, 0.01, 4, seed=5))
+    planted_effect = positive("effect of 1 planted", planted(1.0, 0.01, 4, seed=5), alternative=ALT)
     check = checks.evidence("a", "q", planted(1.0, 0.01, 4), above=0, predicted=1, paper="1",
                             control=[NULL, planted_effect])  # fmt: skip
     assert check.counts and checks.claim_verdict("a") == "Reproduced"
-    missed = positive("effect of 1 planted, missed", planted(0.0, 1.0, 4, seed=5))
+    missed = positive(
+        "effect of 1 planted, missed",
+        planted(0.0, 1.0, 4, seed=5),
+        alternative=ALT,
+    )
     check = checks.evidence("a", "q2", planted(1.0, 0.01, 4), above=0, predicted=1, paper="1",
                             control=[NULL, missed])  # fmt: skip
     assert check.controls[1].outcome == "fail" and not check.counts
@@ -380,7 +393,7 @@ def test_a_positive_control_must_pass_and_every_control_must_discriminate():
 def test_an_unmet_premise_gives_not_tested_never_not_reproduced():
     checks = chapter(("a", True), premises=False)
     checks.premise("a", "exponents close (paper: ratio near 1)", 3.3, False,
-                   criterion="in [0.67, 1.5]", interval=(3.0, 3.6))  # fmt: skip
+                   criterion="in [0.67, 1.5]", interval=(3.0, 3.6), source="measured")  # fmt: skip
     checks.evidence("a", "q", planted(-1.0, 0.01, 4), above=0, predicted=1, paper="1",
                     control=NULL)  # fmt: skip
     assert checks.claim_verdict("a") == "Not tested"
@@ -426,9 +439,9 @@ def test_every_evidence_check_needs_a_control():
         checks.evidence("a", "q", [1.0, 1.1, 0.9], above=0, predicted=1, paper="1",
                         control=NULL_INTERVAL)  # fmt: skip
     with pytest.raises(ValueError, match="either replicate"):
-        negative("x")
+        negative("x", alternative=ALT)
     with pytest.raises(ValueError, match="contain its estimate"):
-        negative("x", estimate=2.0, interval=(0.0, 1.0))
+        negative("x", estimate=2.0, interval=(0.0, 1.0), alternative=ALT)
 
 
 def test_the_criteria_history_and_context_reach_the_summary(tmp_path):
@@ -517,3 +530,169 @@ def test_a_summary_under_the_wrong_name_is_refused(tmp_path):
     (tmp_path / "99_test_chapter.json").write_text(json.dumps(summary))
     with pytest.raises(SummaryError, match="do not match its name"):
         load_summaries(tmp_path)
+
+
+# ------------------------------------------------------------------ referee-proof verdicts
+def test_every_control_names_the_alternative_it_rules_out(tmp_path):
+    with pytest.raises(TypeError, match="needs alternative="):
+        negative("shuffled scores", [0.0, 0.1, 0.2])
+    with pytest.raises(ValueError, match="alternative must not be empty"):
+        negative("shuffled scores", [0.0, 0.1, 0.2], alternative="  ")
+    saved = saved_summary(tmp_path)
+    assert saved["format"] == 2
+    assert saved["checks"][0]["controls"][0]["alternative"] == "a stand-in explanation"
+    assert saved["claims"][0]["alternatives"] == {"ruled_out": 1, "total": 1}
+
+
+def test_one_passing_negative_control_among_several_stops_the_check_counting():
+    checks = chapter(("a", True))
+    content_blind = negative("an unclustered simplex", planted(1.0, 0.01, 4, seed=7),
+                             alternative="the slope needs no clusters")  # fmt: skip
+    checks.evidence("a", "slope", planted(1.0, 0.01, 4), above=0.5, predicted=1.0, paper="p",
+                    control=[NULL, content_blind])  # fmt: skip
+    assert not checks.checks[0].counts and checks.claim_verdict("a") == "Not tested"
+    assert checks.alternatives("a") == (1, 2)
+    rows = checks.referee_table().data
+    assert list(rows["outcome"]) == ["ruled out (the control fails)",
+                                     "NOT ruled out (the control passes)"]  # fmt: skip
+    assert set(rows["check counts"]) == {"no"}
+
+
+def test_a_design_premise_is_a_setting_not_a_measured_premise(tmp_path):
+    checks = ClaimChecks("99_test_chapter", "A test chapter")
+    checks.claim("a", "claim a", central=True)
+    checks.premise("a", "compared at kappa = 1", 1.0, True, criterion="= 1", source="design")
+    checks.evidence("a", "q", planted(1.0, 0.01, 4), above=0, predicted=1, paper="p",
+                    control=NULL)  # fmt: skip
+    assert checks.premises[0].text().startswith("setting:")
+    with pytest.raises(ValueError, match="only design premises"):
+        checks.summary()
+    with pytest.raises(ValueError, match="needs source='measured'"):
+        checks.premise("a", "room", 1.0, True, criterion="> 0")
+    with pytest.raises(ValueError, match="role must be one of"):
+        checks.premise("a", "room", 1.0, True, criterion="> 0", source="measured", role="x")
+    checks.premise("a", "room: the outcome moves", 0.3, True, criterion="> 0.1",
+                   source="measured", role="room")  # fmt: skip
+    saved = json.loads(checks.save(tmp_path).read_text())
+    assert [p["source"] for p in saved["claims"][0]["premises"]] == ["design", "measured"]
+    hand_edited = edited(saved, "claims.0.premises.1.source", "design")
+    with pytest.raises(SummaryError, match="at least one measured premise"):
+        validate_summary(hand_edited, "99_test_chapter.json")
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi", "low", "high", "predicted", "expected"),
+    [
+        (0.52, 0.60, 0.5, math.inf, 0.55, ("low", None, 0.52)),  # pass: any t < lo
+        (-0.3, -0.1, 0.0, math.inf, 0.2, ("low", -0.3, None)),  # fail, predicted outside: t > lo
+        (-0.1, 0.3, 0.0, math.inf, 0.2, ("low", -0.1, 0.3)),  # inconclusive: t in [lo, hi]
+        (0.1, 0.3, -math.inf, 0.5, 0.2, ("high", 0.3, None)),  # pass below: any t > hi
+        (0.45, 0.47, 0.40, 0.5, 0.46, ("high", 0.47, None)),  # within: the nearer bound decides
+        (0.9, 1.1, -math.inf, 0.5, 0.2, ("high", None, 1.1)),  # fail: t < hi (predicted outside)
+    ],
+)
+def test_holds_for_is_the_range_of_thresholds_keeping_the_outcome(lo, hi, low, high, predicted,
+                                                                  expected):  # fmt: skip
+    bound, a, b = holds_for(lo, hi, low, high, predicted)
+    assert (bound, a, b) == expected
+    threshold_inside = {"low": low, "high": high}[bound]
+    outcome = judge(lo, hi, low, high, predicted)
+    for t in (a, b):  # just inside each finite edge the outcome is unchanged
+        if t is None:
+            continue
+        nudged = t + (1e-9 if (t == a) else -1e-9)
+        bounds = (nudged, high) if bound == "low" else (low, nudged)
+        assert judge(lo, hi, *bounds, predicted) == outcome, (t, threshold_inside)
+
+
+def test_a_verdict_within_ten_percent_of_its_threshold_is_fragile(tmp_path):
+    checks = chapter(("a", True))
+    check = checks.evidence("a", "overlap", planted(0.515, 0.002, 6), above=0.5,
+                            predicted=0.6, paper="p", control=NULL)  # fmt: skip
+    assert check.outcome == "pass" and check.fragile and check.holds_for[0] is None
+    assert "FRAGILE" in check.holds_text()
+    saved = json.loads(checks.save(tmp_path).read_text())
+    assert saved["checks"][0]["holds_for"] == [None, pytest.approx(check.lo)]
+    assert saved["claims"][0]["fragile"] is True
+    robust = chapter(("a", True)).evidence("a", "q", planted(2.0, 0.01, 4), above=0.5,
+                                           predicted=2.0, paper="p", control=NULL)  # fmt: skip
+    assert not robust.fragile
+
+
+RIVAL = {"rival_name": "always the deepest", "alternative": "depth alone picks the shape",
+         "paper": "p", "control": NULL}  # fmt: skip
+
+
+def test_a_method_worse_than_a_trivial_rule_fails():
+    checks = chapter(("a", True))
+    law, deepest = planted(0.49, 0.02, 8, seed=1), planted(0.99, 0.005, 8, seed=2)
+    check = checks.versus("a", "law - deepest, Spearman", law, deepest, margin=0.05,
+                          test="non-inferiority", better="higher", predicted=0.1,
+                          **RIVAL)  # fmt: skip
+    assert check.outcome == "fail" and checks.claim_verdict("a") == "Not reproduced"
+    assert check.rival["name"] == "always the deepest" and checks.alternatives("a") == (1, 2)
+    lower_is_better = chapter(("a", True)).versus(
+        "a", "regret", planted(0.001, 0.0005, 8), planted(0.02, 0.001, 8), margin=0.0,
+        test="superiority", better="lower", predicted=0.02, **RIVAL)  # fmt: skip
+    assert lower_is_better.outcome == "pass" and lower_is_better.estimate > 0
+
+
+def test_a_rival_derived_predicted_effect_is_refused():
+    checks = chapter(("a", True))
+    law, rival = planted(0.49, 0.02, 8, seed=1), planted(0.80, 0.01, 8, seed=2)
+    room = 1.0 - float(rival.mean())
+    with pytest.raises(ValueError, match="rival's leftover room"):
+        checks.versus("a", "q", law, rival, margin=0.0, test="superiority", better="higher",
+                      predicted=room, ideal=1.0, **RIVAL)  # fmt: skip
+    for derived in (lambda r: 1 - r.mean(), 1.0 - rival, "room"):
+        with pytest.raises(ValueError, match="unfalsifiable"):
+            checks.versus("a", "q2", law, rival, margin=0.0, test="superiority",
+                          better="higher", predicted=derived, **RIVAL)  # fmt: skip
+    with pytest.raises(ValueError, match="margin must lie in"):
+        checks.versus("a", "q3", law, rival, margin=-0.1, test="superiority", better="higher",
+                      predicted=0.1, **RIVAL)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "message"),
+    [
+        ("claims.0.verdict", "Not reproduced", "claim 'a' reads 'Not reproduced' but its"),
+        ("checks.0.outcome", "fail", "against the criterion gives 'pass'"),
+        ("checks.0.counts", False, "field 'counts' is False but its controls give True"),
+        ("checks.0.controls.0.outcome", "pass", "judged 'fail' reads 'fail'"),
+        ("checks.0.controls.0.alternative", "", "field 'alternative' is empty"),
+        ("checks.0.holds_for", [None, 5.0], "field 'holds_for' is"),
+        ("checks.0.estimate", "0.5", "must be int or float"),
+        ("checks.0.claim", "zz", "which is not declared"),
+        ("claims.0.deciding_check", "nothing", "not one of its checks"),
+        ("claims.0.alternatives.total", 3, "counts 3 alternatives"),
+        ("format", 7, "field 'format' is 7"),
+    ],
+)
+def test_a_summary_that_contradicts_its_own_checks_is_refused(tmp_path, path, value, message):
+    broken = edited(saved_summary(tmp_path), path, value)
+    with pytest.raises(SummaryError, match=message):
+        validate_summary(broken, "99_test_chapter.json")
+
+
+def test_non_finite_numbers_and_duplicate_claims_are_refused(tmp_path):
+    saved = saved_summary(tmp_path)
+    with pytest.raises(SummaryError, match="finite number"):
+        validate_summary(edited(saved, "checks.0.lo", math.inf), "f.json")
+    doubled = edited(saved, "claims", saved["claims"] * 2)
+    with pytest.raises(SummaryError, match="more than once"):
+        validate_summary(doubled, "f.json")
+
+
+def test_a_summary_written_before_format_2_gets_its_thresholds_computed(tmp_path):
+    saved = saved_summary(tmp_path)
+    legacy = json.loads(json.dumps(saved))
+    del legacy["format"]
+    for key in ("holds_for", "holds_bound", "holds_text"):
+        del legacy["checks"][0][key]
+    for claim in legacy["claims"]:
+        del claim["alternatives"], claim["fragile"]
+        for premise in claim["premises"]:
+            del premise["source"], premise["role"]
+    loaded = validate_summary(legacy, "old.json")
+    assert loaded["checks"][0]["holds_for"] == saved["checks"][0]["holds_for"]

@@ -17,6 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "book" / "_ext"))
 import claims_map as cm  # noqa: E402  (book/_ext is not a package: the book's extensions)
 
+ALT = "a stand-in explanation"  # the alternative every control of these tests names
+
 CHAPTER = "98_synthetic_map"
 
 
@@ -28,18 +30,21 @@ def synthetic_chapter(effect: float = 0.5) -> ClaimChecks:
     """A chapter with one claim of each kind the map draws (see the asserts below)."""
     checks = ClaimChecks(CHAPTER, "A synthetic chapter with $math$ in its title")
     checks.claim("above", "An effect above zero, with $\\beta$ in it", central=True)
-    checks.premise("above", "the paper's regime", 1.0, True, criterion="> 0")
+    checks.premise("above", "the paper's regime", 1.0, True, criterion="> 0", source="measured")
     checks.evidence("above", "effect", planted(effect), above=0.0, predicted=0.5, paper="> 0",
-                    control=negative("no mechanism", planted(-1.0, seed=1)))  # fmt: skip
+                    control=negative("no mechanism", planted(-1.0, seed=1),
+                                     alternative=ALT))  # fmt: skip
     checks.claim("within", "Two curves agree", central=False)
     checks.evidence_interval("within", "gap", 0.3, (0.1, 0.5), within=(-1.0, 0.4),
                              predicted=0.0, paper="agree", replicates=10, how="bootstrap",
                              control=positive("a planted gap of 0", estimate=0.0,
-                                              interval=(-0.1, 0.1)))  # fmt: skip
+                                              interval=(-0.1, 0.1), alternative=ALT))  # fmt: skip
     checks.claim("premise", "Needs a regime we miss", central=False)
-    checks.premise("premise", "an optimum inside the grid", 3.0, False, criterion="< 2")
+    checks.premise(
+        "premise", "an optimum inside the grid", 3.0, False, criterion="< 2", source="measured"
+    )
     checks.evidence("premise", "slope", planted(1.0), above=0.0, predicted=1.0, paper="> 0",
-                    control=negative("flat", planted(-1.0, seed=2)))  # fmt: skip
+                    control=negative("flat", planted(-1.0, seed=2), alternative=ALT))  # fmt: skip
     checks.claim("declared", "A 70B model's headline number", central=False,
                  untested="needs a 70B model")  # fmt: skip
     return checks

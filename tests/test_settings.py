@@ -174,9 +174,10 @@ def test_a_chapter_run_in_a_second_clone_saves_its_summary_there(env, tmp_path):
         from lib.claims import ClaimChecks, negative
         checks = ClaimChecks("99_second_clone", "t")
         checks.claim("a", "a claim", central=True)
-        checks.premise("a", "a premise", 1.0, True, criterion="> 0")
+        checks.premise("a", "a premise", 1.0, True, criterion="> 0", source="measured")
         checks.evidence("a", "q", [1.0, 1.1, 0.9, 1.0], above=0, predicted=1, paper="p",
-                        control=negative("none", [-5.0, -5.1, -4.9, -5.0]))
+                        control=negative("none", [-5.0, -5.1, -4.9, -5.0],
+                                         alternative="a stand-in explanation"))
         print(checks.save())
     """)
     run = subprocess.run([sys.executable, "-c", program], cwd=other / "notebooks",

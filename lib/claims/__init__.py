@@ -60,7 +60,15 @@ from lib.claims.records import (
     negative,
     positive,
 )
-from lib.claims.stats import LEVEL, MIN_REPLICATES, POWER, judge, rate_interval, t_interval
+from lib.claims.stats import (
+    LEVEL,
+    MIN_REPLICATES,
+    POWER,
+    holds_for,
+    judge,
+    rate_interval,
+    t_interval,
+)
 from lib.claims.summary import (
     CLAIM_VERDICTS,
     OUTCOMES,
@@ -78,7 +86,8 @@ from lib.claims.summary import (
 __all__ = [
     "CLAIM_VERDICTS", "LEVEL", "MIN_REPLICATES", "OUTCOMES", "POWER", "RESULTS_DIR", "VERDICTS",
     "Audit", "AuditFailed", "Change", "Claim", "ClaimChecks", "Control", "ControlRun",
-    "Evidence", "Premise", "SummaryError", "chapter_verdict", "judge", "load_summaries",
+    "Evidence", "Premise", "SummaryError", "chapter_verdict", "holds_for", "judge",
+    "load_summaries",
     "load_summary", "negative", "positive", "rate_interval", "read_summary", "summary_name",
     "t_interval", "validate_summary",
 ]  # fmt: skip

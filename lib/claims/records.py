@@ -31,13 +31,21 @@ class Claim:
     untested: str | None = None
 
 
+PREMISE_SOURCES = ("measured", "design")
+PREMISE_ROLES = ("regime", "room", "mechanism")
+
+
 @dataclass(frozen=True)
 class Premise:
-    """A condition under which the paper says a claim holds, measured in our run.
+    """A condition under which the paper says a claim holds, as it stands in our run.
 
-    value: the measured quantity (with its 95% interval `lo`, `hi` when it has one);
-    criterion: the paper's range, in words; met: whether `value` meets it (computed by the
-    chapter from the value, like an audit's `passed`).
+    value: the quantity (with its 95% interval `lo`, `hi` when it has one); criterion: the
+    paper's range, in words; met: whether `value` meets it (computed by the chapter from the
+    value, like an audit's `passed`). source: 'measured' (read off this run: it could fail) or
+    'design' (a constant the chapter set: a setting, shown as such, never a met premise).
+    role: 'regime' (the paper's conditions), 'room' (the outcome still moves with the quantity
+    the claim varies: the task is not saturated) or 'mechanism' (removing the paper's mechanism
+    changes the outcome in this toy).
     """
 
     claim: str
@@ -48,6 +56,8 @@ class Premise:
     lo: float | None = None
     hi: float | None = None
     digits: int = 3
+    source: str = "measured"
+    role: str = "regime"
 
     def measured(self) -> str:
         """The measurement in words, e.g. '1.02 [0.91, 1.1]; needs in [0.67, 1.5]'."""
@@ -57,8 +67,14 @@ class Premise:
         return f"{text}; needs {self.criterion}"
 
     def text(self) -> str:
-        """One line for a table: a tick or a cross, the premise and what was measured."""
-        return f"{'met' if self.met else 'UNMET'}: {self.premise} ({self.measured()})"
+        """One line for a table: met, UNMET or setting (a design value), the premise, its role
+        when not 'regime', and the value."""
+        if self.source == "design":
+            status = "setting" if self.met else "UNMET setting"
+        else:
+            status = "met" if self.met else "UNMET"
+        role = "" if self.role == "regime" else f" [{self.role}]"
+        return f"{status}{role}: {self.premise} ({self.measured()})"
 
 
 CONTROL_KINDS = ("negative", "positive")
@@ -70,44 +86,58 @@ class ControlRun:
     mechanism removed (negative) or with an effect of known size planted (positive).
 
     Replicated evidence takes `values` ((R,) or (S, R), like the evidence); evidence with an
-    external interval takes `estimate` and `interval`. Build one with `negative` or `positive`.
+    external interval takes `estimate` and `interval`. `alternative` is the explanation of the
+    result that the control rules out, in one sentence. Build one with `negative` or `positive`.
     """
 
     kind: str
     what: str
+    alternative: str
     values: np.ndarray | None = None
     estimate: float | None = None
     interval: tuple[float, float] | None = None
 
 
-def _control_run(kind: str, what: str, values, estimate, interval) -> ControlRun:
+def _control_run(kind: str, what: str, alternative, values, estimate, interval) -> ControlRun:
     validate.text("what", what)
+    if alternative is None:
+        raise TypeError(
+            f"control {what!r} needs alternative='...': one sentence naming the explanation it "
+            "rules out (e.g. 'the trend comes from the optimiser alone, not from the law')"
+        )
+    validate.text("alternative", alternative)
     if (values is None) == (estimate is None and interval is None):
         raise ValueError(
             "a control takes either replicate `values` or an `estimate` with its `interval`"
         )
     if values is not None:
-        return ControlRun(kind, what, values=validate.array("control values", values, ndim=None))
+        values = validate.array("control values", values, ndim=None)
+        return ControlRun(kind, what, alternative, values=values)
     if estimate is None or interval is None:
         raise ValueError("a control with an external interval needs both estimate= and interval=")
     lo, hi = (validate.real(f"control interval[{i}]", v) for i, v in enumerate(interval))
     estimate = validate.real("control estimate", estimate)
     if not lo <= estimate <= hi:
         raise ValueError(f"control interval {interval!r} must contain its estimate {estimate}")
-    return ControlRun(kind, what, estimate=estimate, interval=(lo, hi))
+    return ControlRun(kind, what, alternative, estimate=estimate, interval=(lo, hi))
 
 
-def negative(what: str, values=None, *, estimate=None, interval=None) -> ControlRun:
-    """A negative control: the check's measurement with the paper's mechanism removed.
+def negative(what: str, values=None, *, alternative: str | None = None, estimate=None,
+             interval=None) -> ControlRun:  # fmt: skip
+    """A negative control: the check's measurement with the paper's mechanism removed, or under
+    the cheapest explanation a referee would try first (content-blind, one-sided, law-free, a
+    trivial rule). `alternative` names that explanation in one sentence.
 
     The check must FAIL on it; one that passes does not discriminate and cannot count.
     """
-    return _control_run("negative", what, values, estimate, interval)
+    return _control_run("negative", what, alternative, values, estimate, interval)
 
 
-def positive(what: str, values=None, *, estimate=None, interval=None) -> ControlRun:
-    """A positive control: the check's measurement on an effect of known size; it must PASS."""
-    return _control_run("positive", what, values, estimate, interval)
+def positive(what: str, values=None, *, alternative: str | None = None, estimate=None,
+             interval=None) -> ControlRun:  # fmt: skip
+    """A positive control: the check's measurement on an effect of known size; it must PASS.
+    `alternative` names what it rules out (e.g. 'the check is too blunt to see the effect')."""
+    return _control_run("positive", what, alternative, values, estimate, interval)
 
 
 @dataclass(frozen=True)
@@ -126,6 +156,7 @@ class Control:
     hi: float
     judged: str
     digits: int = 3
+    alternative: str = ""
 
     @property
     def outcome(self) -> str:
@@ -150,8 +181,9 @@ class Control:
 
     def as_dict(self) -> dict:
         return {
-            "kind": self.kind, "what": self.what, "outcome": self.outcome,
-            "judged": self.judged, "estimate": self.estimate, "lo": self.lo, "hi": self.hi,
+            "kind": self.kind, "what": self.what, "alternative": self.alternative,
+            "outcome": self.outcome, "judged": self.judged, "estimate": self.estimate,
+            "lo": self.lo, "hi": self.hi,
         }  # fmt: skip
 
 
@@ -182,6 +214,10 @@ class Evidence:
     needed: int | None = None  # replicates that would resolve it, when computable
     resolve: str | None = None  # the chapter's note on the scale that would resolve it
     digits: int = 3
+    holds_for: tuple[float | None, float | None] = (None, None)  # thresholds keeping the outcome
+    holds_bound: str = "low"  # the criterion's bound that holds_for moves: 'low' or 'high'
+    fragile: bool = False  # a move of the threshold by 10% of its size changes the outcome
+    rival: dict | None = None  # a rival comparison: name, alternative, margin, test
 
     kind = "evidence"
 
@@ -189,6 +225,22 @@ class Evidence:
     def counts(self) -> bool:
         """Whether the check counts toward a verdict: every control discriminates."""
         return all(c.discriminates for c in self.controls)
+
+    def holds_text(self) -> str:
+        """The thresholds over which the outcome holds, e.g. 'pass for thresholds < 0.52'."""
+        a, b = (None if x is None else sig(x, 2) for x in self.holds_for)
+        side = "lower" if self.holds_bound == "low" and math.isfinite(self.high) else ""
+        side = "upper" if self.holds_bound == "high" and math.isfinite(self.low) else side
+        what = f"{side} threshold".strip() if side else "threshold"
+        if a is None and b is None:
+            span = "any threshold"
+        elif a is None:
+            span = f"{what} < {b}"
+        elif b is None:
+            span = f"{what} > {a}"
+        else:
+            span = f"{what} in [{a}, {b}]"
+        return f"{self.outcome} for {span}" + (" (FRAGILE: within 10%)" if self.fragile else "")
 
     def ours_text(self) -> str:
         """The estimate and its interval, e.g. '0.031 [0.012, 0.050]'."""
@@ -205,6 +257,14 @@ class Evidence:
 
     def control_text(self) -> str:
         return "; ".join(c.text() for c in self.controls)
+
+    def alternatives(self) -> tuple[int, int]:
+        """(ruled out, total): the negative controls that fail as they must, and the rival."""
+        negatives = [c for c in self.controls if c.kind == "negative"]
+        ruled_out = sum(c.discriminates for c in negatives)
+        if self.rival is not None:
+            return ruled_out + (self.outcome == "pass"), len(negatives) + 1
+        return ruled_out, len(negatives)
 
     def _repr_pretty_(self, printer, cycle: bool) -> None:
         printer.text(

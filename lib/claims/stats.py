@@ -133,3 +133,45 @@ def detectable_from_interval(lo: float, hi: float) -> float:
     """The detectable effect behind a 95% interval: its half-width scaled to 80% power."""
     z = stats.norm.ppf(1 - (1 - LEVEL) / 2)
     return (hi - lo) / 2 * (z + stats.norm.ppf(POWER)) / z
+
+
+def holds_for(lo: float, hi: float, low: float, high: float,
+              predicted: float) -> tuple[str, float | None, float | None]:  # fmt: skip
+    """The thresholds over which an outcome holds, given its interval [lo, hi].
+
+    Moves one bound of the criterion [low, high] (the one that decides: the bound whose own
+    judgement is the outcome, the nearer one on a tie) with the other and the predicted effect
+    fixed, and returns (bound, a, b): the outcome of `judge` stays the same for every value of
+    that bound in (a, b); None is an open side. For `above=t` a pass holds for t < lo, a fail
+    for t > hi (t > lo when the interval excludes the predicted effect), an inconclusive
+    outcome for t in [lo, hi].
+    """
+    inside = lo <= predicted <= hi
+    sides = []
+    if math.isfinite(low):  # a lower bound t: the criterion reads 'value > t'
+        outcome = judge(lo, hi, low, math.inf, predicted)
+        span = {"pass": (None, lo), "fail": (lo if not inside else hi, None),
+                "inconclusive": (lo, hi)}[outcome]  # fmt: skip
+        sides.append(("low", outcome, span, abs(lo - low)))
+    if math.isfinite(high):  # an upper bound t: 'value < t'
+        outcome = judge(lo, hi, -math.inf, high, predicted)
+        span = {"pass": (hi, None), "fail": (None, hi if not inside else lo),
+                "inconclusive": (lo, hi)}[outcome]  # fmt: skip
+        sides.append(("high", outcome, span, abs(high - hi)))
+    overall = judge(lo, hi, low, high, predicted)
+    deciding = [side for side in sides if side[1] == overall] or sides
+    bound, _, (a, b), _ = min(deciding, key=lambda side: side[3])
+    return bound, a, b
+
+
+FRAGILE = 0.10  # an outcome is fragile when a threshold move of 10% would change it
+
+
+def fragile(bound: str, a: float | None, b: float | None, low: float, high: float,
+            estimate: float) -> bool:  # fmt: skip
+    """Whether the outcome changes if the deciding threshold moves by less than FRAGILE of its
+    own size (of the estimate's, for a threshold at 0): the `holds_for` edge is that close."""
+    threshold = low if bound == "low" else high
+    edges = [e for e in (a, b) if e is not None]
+    margin = min(abs(e - threshold) for e in edges) if edges else math.inf
+    return margin < FRAGILE * max(abs(threshold), abs(estimate))

@@ -9,6 +9,7 @@ typo in a verdict or a hand edit that contradicts the verdict rules never builds
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 import tomllib
@@ -16,6 +17,9 @@ import warnings
 from pathlib import Path
 
 from lib import settings
+from lib.claims.records import PREMISE_ROLES, PREMISE_SOURCES
+from lib.claims.stats import holds_for as stats_holds_for
+from lib.claims.stats import judge as stats_judge
 
 PROJECT = "scaling-reproduced-lib"  # the name in pyproject.toml that marks a checkout of the book
 LIB_CHECKOUT = Path(__file__).resolve().parent.parent.parent  # the checkout lib is imported from
@@ -56,6 +60,7 @@ OUTCOMES = ("pass", "fail", "inconclusive")
 CLAIM_VERDICTS = ("Reproduced", "Not reproduced", "Inconclusive", "Not tested")
 VERDICTS = ("Reproduced", "Partly reproduced", "Not reproduced", "Inconclusive", "Not tested")
 SCALES = ("quick", "full")
+FORMAT = 2  # 2: controls name their alternative, premises their source, checks their holds_for
 
 
 class SummaryError(ValueError):
@@ -139,53 +144,199 @@ def _need(where: str, record: dict, key: str, kind, choices=None):
     return value
 
 
-def _check_claim(where: str, claim: dict) -> None:
+def _number(where: str, record: dict, key: str, *, optional: bool = False) -> float | None:
+    """record[key] as a finite real number (None allowed when `optional`), else SummaryError."""
+    value = _need(where, record, key, (int, float, type(None)) if optional else (int, float))
+    if value is not None and not math.isfinite(value):
+        raise SummaryError(f"{where}: field {key!r} must be a finite number, got {value!r}")
+    return value
+
+
+def _check_premise(where: str, premise: dict, fmt: int) -> None:
+    _need(where, premise, "premise", str)
+    _need(where, premise, "measured", str)
+    _need(where, premise, "met", bool)
+    if fmt >= 2:
+        _number(where, premise, "value")
+        _number(where, premise, "lo", optional=True)
+        _number(where, premise, "hi", optional=True)
+        _need(where, premise, "source", str, PREMISE_SOURCES)
+        _need(where, premise, "role", str, PREMISE_ROLES)
+
+
+def _check_claim(where: str, claim: dict, fmt: int) -> None:
     _need(where, claim, "id", str)
     _need(where, claim, "text", str)
     central = _need(where, claim, "central", bool)
     _need(where, claim, "verdict", str, CLAIM_VERDICTS)
+    _need(where, claim, "untested", (str, type(None)))
+    _need(where, claim, "deciding_check", (str, type(None)))
     premises = _need(where, claim, "premises", list)
     for j, premise in enumerate(premises):
-        _need(f"{where}.premises[{j}]", premise, "premise", str)
-        _need(f"{where}.premises[{j}]", premise, "measured", str)
-        _need(f"{where}.premises[{j}]", premise, "met", bool)
+        _check_premise(f"{where}.premises[{j}]", premise, fmt)
     if central and not premises:
         raise SummaryError(f"{where}: a central claim must declare at least one premise")
+    if fmt >= 2 and central and not any(p["source"] == "measured" for p in premises):
+        raise SummaryError(f"{where}: a central claim needs at least one measured premise "
+                           "(design premises are settings)")  # fmt: skip
+    if fmt >= 2:
+        alternatives = _need(where, claim, "alternatives", dict)
+        for key in ("ruled_out", "total"):
+            _need(f"{where}.alternatives", alternatives, key, int)
+        _need(where, claim, "fragile", bool)
 
 
-def _check_check(where: str, check: dict) -> None:
+def _bound(where: str, check: dict, key: str, infinity: float) -> float:
+    """A criterion bound: a finite number, or null for an open side (+-infinity)."""
+    value = _number(where, check, key, optional=True)
+    return infinity if value is None else float(value)
+
+
+def _check_control(where: str, control: dict, fmt: int) -> bool:
+    """Check one judged control and return whether it discriminates (recomputed)."""
+    kind = _need(where, control, "kind", str, ("negative", "positive"))
+    _need(where, control, "what", str)
+    outcome = _need(where, control, "outcome", str, ("pass", "fail"))
+    if fmt >= 2 or "judged" in control:
+        judged = _need(where, control, "judged", str, OUTCOMES)
+        for key in ("estimate", "lo", "hi"):
+            _number(where, control, key)
+        expected = ("fail" if judged == "fail" else "pass") if kind == "negative" else (
+            "pass" if judged == "pass" else "fail")  # fmt: skip
+        if outcome != expected:
+            raise SummaryError(f"{where}: field 'outcome' is {outcome!r} but a {kind} control "
+                               f"judged {judged!r} reads {expected!r}")  # fmt: skip
+    if fmt >= 2:
+        alternative = _need(where, control, "alternative", str)
+        if not alternative.strip():
+            raise SummaryError(f"{where}: field 'alternative' is empty; name the explanation "
+                               "the control rules out")  # fmt: skip
+    return outcome == ("fail" if kind == "negative" else "pass")
+
+
+def _check_evidence(where: str, check: dict, fmt: int) -> None:
+    outcome = _need(where, check, "outcome", str, OUTCOMES)
+    counts = _need(where, check, "counts", bool)
+    lo, hi = _number(where, check, "lo"), _number(where, check, "hi")
+    _number(where, check, "estimate")
+    predicted = _number(where, check, "predicted")
+    low, high = _bound(where, check, "low", -math.inf), _bound(where, check, "high", math.inf)
+    expected = stats_judge(lo, hi, low, high, predicted)
+    if outcome != expected:
+        raise SummaryError(f"{where}: field 'outcome' is {outcome!r} but its interval "
+                           f"[{lo}, {hi}] against the criterion gives {expected!r}")  # fmt: skip
+    control = _need(where, check, "control", dict)
+    _check_control(f"{where}.control", control, fmt)
+    controls = check.get("controls", [control]) if fmt < 2 else _need(where, check, "controls",
+                                                                       list)  # fmt: skip
+    if not controls:
+        raise SummaryError(f"{where}: an evidence check needs at least one control")
+    discriminates = [_check_control(f"{where}.controls[{k}]", c, fmt)
+                     for k, c in enumerate(controls)]  # fmt: skip
+    if counts != all(discriminates):
+        raise SummaryError(f"{where}: field 'counts' is {counts} but its controls give "
+                           f"{all(discriminates)}")  # fmt: skip
+    bound, a, b = stats_holds_for(lo, hi, low, high, predicted)
+    if fmt < 2:  # written before thresholds were recorded: computed from the stored numbers
+        check["holds_for"], check["holds_bound"] = [a, b], bound
+        return
+    holds = _need(where, check, "holds_for", list)
+    if len(holds) != 2 or any(x is not None and not isinstance(x, int | float) for x in holds):
+        raise SummaryError(f"{where}: field 'holds_for' must be a pair of numbers or nulls")
+    same = all((x is None and y is None) or (x is not None and y is not None and
+                                             math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12))
+               for x, y in zip(holds, (a, b), strict=True))  # fmt: skip
+    if not same or check.get("holds_bound") != bound:
+        raise SummaryError(f"{where}: field 'holds_for' is {holds} but its interval gives "
+                           f"{[a, b]} on the {bound} bound")  # fmt: skip
+
+
+def _check_check(where: str, check: dict, fmt: int = FORMAT) -> None:
     kind = _need(where, check, "kind", str, ("evidence", "audit"))
     _need(where, check, "claim", str)
     _need(where, check, "quantity", str)
     if kind == "audit":
         _need(where, check, "passed", bool)
+        if fmt >= 2:
+            _number(where, check, "ours")
         return
-    _need(where, check, "outcome", str, OUTCOMES)
-    _need(where, check, "counts", bool)
-    control = _need(where, check, "control", dict)
-    _need(f"{where}.control", control, "kind", str, ("negative", "positive"))
-    _need(f"{where}.control", control, "what", str)
-    _need(f"{where}.control", control, "outcome", str, ("pass", "fail"))
+    _check_evidence(where, check, fmt)
+
+
+def _recomputed_verdict(claim: dict, checks: list[dict]) -> str:
+    """A claim's verdict from its premises and counting evidence, by the rules that wrote it."""
+    evidence = [c for c in checks if c["kind"] == "evidence" and c["claim"] == claim["id"]]
+    if any(not p["met"] for p in claim["premises"]) or not evidence:
+        return "Not tested"
+    counting = [c["outcome"] for c in evidence if c["counts"]]
+    return claim_verdict(counting) if counting else "Not tested"
 
 
 def validate_summary(summary, where: str) -> dict:
-    """Check a summary's fields and its verdicts against the rules; `where` names the file."""
+    """Check a summary's fields, then recompute every verdict from its checks and premises by
+    the rules that wrote it: a hand edit that contradicts them is an error naming the file and
+    the claim. `where` names the file. Summaries of format 1 (before alternatives, sources and
+    thresholds were recorded) get `holds_for` computed from their stored intervals."""
     if not isinstance(summary, dict):
         raise SummaryError(f"{where}: expected a JSON object, got {type(summary).__name__}")
+    fmt = summary.get("format", 1)
+    if fmt not in (1, FORMAT) or isinstance(fmt, bool):
+        raise SummaryError(f"{where}: field 'format' is {fmt!r}; expected 1 or {FORMAT}")
     _need(where, summary, "chapter", str)
     _need(where, summary, "title", str)
     _need(where, summary, "scale", str, SCALES)
     _need(where, summary, "base_seed", int)
     verdict = _need(where, summary, "verdict", str, VERDICTS)
     _need(where, summary, "audits_passed", bool)
+    if "run_time_s" in summary:
+        _number(where, summary, "run_time_s")
+    context = summary.get("context", {})
+    if not isinstance(context, dict):
+        raise SummaryError(f"{where}: field 'context' must be an object")
+    if "isolation" in context:
+        isolation = context["isolation"]
+        _need(f"{where}: context", context, "isolation", (dict, str))
+        if isinstance(isolation, dict):
+            _need(f"{where}: context.isolation", isolation, "mode", str)
+            _need(f"{where}: context.isolation", isolation, "reason", (str, type(None)))
     claims = _need(where, summary, "claims", list)
     for i, claim in enumerate(claims):
-        _check_claim(f"{where}: claims[{i}]", claim)
-    for i, check in enumerate(_need(where, summary, "checks", list)):
-        _check_check(f"{where}: checks[{i}]", check)
+        _check_claim(f"{where}: claims[{i}]", claim, fmt)
+    ids = [c["id"] for c in claims]
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise SummaryError(f"{where}: claim ids {duplicates} are declared more than once")
+    checks = _need(where, summary, "checks", list)
+    for i, check in enumerate(checks):
+        _check_check(f"{where}: checks[{i}]", check, fmt)
+        if check["claim"] not in ids:
+            raise SummaryError(f"{where}: checks[{i}] belongs to claim {check['claim']!r}, "
+                               f"which is not declared (claims: {ids})")  # fmt: skip
+    quantities = [c["quantity"] for c in checks]
+    repeated = sorted({q for q in quantities if quantities.count(q) > 1})
+    if repeated:
+        raise SummaryError(f"{where}: checks {repeated} appear more than once")
     for i, change in enumerate(_need(where, summary, "criteria_history", list)):
         for key in ("change", "before", "why"):
             _need(f"{where}: criteria_history[{i}]", change, key, str)
+    for claim in claims:
+        expected = _recomputed_verdict(claim, checks)
+        if claim["verdict"] != expected:
+            raise SummaryError(f"{where}: claim {claim['id']!r} reads {claim['verdict']!r} but "
+                               f"its premises and checks give {expected!r}")  # fmt: skip
+        decider = claim["deciding_check"]
+        own = [c["quantity"] for c in checks if c["claim"] == claim["id"]]
+        if decider is not None and decider not in own:
+            raise SummaryError(f"{where}: claim {claim['id']!r} names deciding check "
+                               f"{decider!r}, which is not one of its checks")  # fmt: skip
+        if fmt >= 2:
+            evidence = [c for c in checks if c["kind"] == "evidence" and c["claim"] == claim["id"]]
+            total = sum(sum(k["kind"] == "negative" for k in c["controls"])
+                        + (c.get("rival") is not None) for c in evidence)  # fmt: skip
+            if claim["alternatives"]["total"] != total:
+                raise SummaryError(f"{where}: claim {claim['id']!r} counts "
+                                   f"{claim['alternatives']['total']} alternatives but its "
+                                   f"checks hold {total}")  # fmt: skip
     try:
         expected = chapter_verdict([c["verdict"] for c in claims if c["central"]])
     except ValueError as err:
