@@ -77,6 +77,23 @@ class Premise:
         return f"{status}{role}: {self.premise} ({self.measured()})"
 
 
+def holds_phrase(outcome: str, bound: str, a: float | None, b: float | None, low: float,
+                 high: float, fragile: bool) -> str:  # fmt: skip
+    """An outcome and the thresholds that keep it, e.g. 'pass for lower threshold < 0.52'."""
+    a, b = (None if x is None else sig(x, 2) for x in (a, b))
+    two_sided = math.isfinite(low) and math.isfinite(high)
+    what = f"{'lower' if bound == 'low' else 'upper'} threshold" if two_sided else "threshold"
+    if a is None and b is None:
+        span = "any threshold"
+    elif a is None:
+        span = f"{what} < {b}"
+    elif b is None:
+        span = f"{what} > {a}"
+    else:
+        span = f"{what} in [{a}, {b}]"
+    return f"{outcome} for {span}" + (" (FRAGILE: within 10%)" if fragile else "")
+
+
 CONTROL_KINDS = ("negative", "positive")
 
 
@@ -227,20 +244,9 @@ class Evidence:
         return all(c.discriminates for c in self.controls)
 
     def holds_text(self) -> str:
-        """The thresholds over which the outcome holds, e.g. 'pass for thresholds < 0.52'."""
-        a, b = (None if x is None else sig(x, 2) for x in self.holds_for)
-        side = "lower" if self.holds_bound == "low" and math.isfinite(self.high) else ""
-        side = "upper" if self.holds_bound == "high" and math.isfinite(self.low) else side
-        what = f"{side} threshold".strip() if side else "threshold"
-        if a is None and b is None:
-            span = "any threshold"
-        elif a is None:
-            span = f"{what} < {b}"
-        elif b is None:
-            span = f"{what} > {a}"
-        else:
-            span = f"{what} in [{a}, {b}]"
-        return f"{self.outcome} for {span}" + (" (FRAGILE: within 10%)" if self.fragile else "")
+        """The thresholds over which the outcome holds, e.g. 'pass for threshold < 0.52'."""
+        return holds_phrase(self.outcome, self.holds_bound, *self.holds_for, self.low,
+                            self.high, self.fragile)  # fmt: skip
 
     def ours_text(self) -> str:
         """The estimate and its interval, e.g. '0.031 [0.012, 0.050]'."""

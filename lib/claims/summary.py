@@ -17,7 +17,8 @@ import warnings
 from pathlib import Path
 
 from lib import settings
-from lib.claims.records import PREMISE_ROLES, PREMISE_SOURCES
+from lib.claims.records import PREMISE_ROLES, PREMISE_SOURCES, holds_phrase
+from lib.claims.stats import fragile as stats_fragile
 from lib.claims.stats import holds_for as stats_holds_for
 from lib.claims.stats import judge as stats_judge
 
@@ -238,7 +239,14 @@ def _check_evidence(where: str, check: dict, fmt: int) -> None:
                            f"{all(discriminates)}")  # fmt: skip
     bound, a, b = stats_holds_for(lo, hi, low, high, predicted)
     if fmt < 2:  # written before thresholds were recorded: computed from the stored numbers
-        check["holds_for"], check["holds_bound"] = [a, b], bound
+        estimate = float(check["estimate"])
+        brittle = stats_fragile(bound, a, b, low, high, estimate)
+        check.update(
+            holds_for=[a, b],
+            holds_bound=bound,
+            fragile=brittle,
+            holds_text=holds_phrase(outcome, bound, a, b, low, high, brittle),
+        )
         return
     holds = _need(where, check, "holds_for", list)
     if len(holds) != 2 or any(x is not None and not isinstance(x, int | float) for x in holds):
