@@ -1,11 +1,13 @@
 """Seed benchmark: run chapters under several base seeds and print the verdicts side by side.
 
-    .venv/bin/python benchmarks/seeds.py 08 --seeds 0 1 2
-    .venv/bin/python benchmarks/seeds.py --seeds 0 1 2 3 4      # every chapter
+    .venv/bin/python benchmarks/seeds.py 08                  # base seeds 0 to 9
+    .venv/bin/python benchmarks/seeds.py --seeds 0 1 2       # every chapter, three seeds
 
 A chapter's verdict must not depend on REPRO_SEED: the script prints every claim's verdict and
-the chapter verdict under each seed, and each evidence check's control outcome (a control that
-came out wrong makes its check not count). Summaries go to a temporary folder. Three problems
+the chapter verdict under each seed, each claim's verdict counts over the seeds (e.g.
+"Reproduced 8, Inconclusive 2": the numbers a borderline claim shows beside its verdict, see
+shared VERDICTS.md), and each evidence check's control outcome (a control that came out wrong
+makes its check not count). Summaries go to a temporary folder. Three problems
 are told apart, because only the first says anything about the verdicts:
 - **differing**: two seeds that both finished give a claim different verdicts (exit status 1);
 - **crashed**: a cell raised, or the summary is unreadable (exit status 2 if nothing differs);
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,6 +74,17 @@ def verdict_rows(runs: list[SeedRun]) -> dict[str, list[str]]:
     return rows
 
 
+def verdict_counts(runs: list[SeedRun]) -> dict[str, str]:
+    """Claim id (and 'chapter') -> its verdicts counted over the seeds that finished, most
+    frequent first, e.g. 'Reproduced 8, Inconclusive 2'."""
+    finished = [r.summary is not None for r in runs]
+    counts = {}
+    for claim, cells in verdict_rows(runs).items():
+        seen = Counter(c for c, ok in zip(cells, finished, strict=True) if ok)
+        counts[claim] = ", ".join(f"{v} {n}" for v, n in seen.most_common()) or "no run finished"
+    return counts
+
+
 def control_rows(runs: list[SeedRun]) -> dict[str, list[str]]:
     """Each evidence check -> its control's outcome under each seed ('not counted' when the
     control came out wrong, so the check does not count)."""
@@ -100,10 +114,14 @@ def problems(chapter: str, runs: list[SeedRun]) -> dict[str, list[str]]:
 
 def show(chapter: str, scale: str, runs: list[SeedRun]) -> None:
     """Print one chapter's verdicts, control outcomes and runs."""
-    header = "".join(f"{'seed ' + str(r.seed):>20s}" for r in runs)
+    header = "".join(f"{'seed ' + str(r.seed):>16s}" for r in runs)
     print(f"\n{chapter} ({scale})\n  {'claim':44s}{header}")
     for claim, cells in verdict_rows(runs).items():
-        print(f"  {claim:44s}" + "".join(f"{c:>20s}" for c in cells))
+        print(f"  {claim:44s}" + "".join(f"{c:>16s}" for c in cells))
+    finished = sum(r.summary is not None for r in runs)
+    print(f"  verdict counts over the {finished} seeds that finished")
+    for claim, counts in verdict_counts(runs).items():
+        print(f"  {claim:44s}{counts}")
     print(f"  {'control outcome of each evidence check':44s}")
     for check, cells in control_rows(runs).items():
         print(f"  {check:44s}" + "".join(f"{c:>20s}" for c in cells))
@@ -115,7 +133,7 @@ def show(chapter: str, scale: str, runs: list[SeedRun]) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("chapters", nargs="*", help="chapter numbers (default: all)")
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--seeds", nargs="+", type=int, default=list(range(10)))
     args = parser.parse_args()
     scale = run_scale()  # checks every REPRO_* setting first
     stop_on_sigterm()

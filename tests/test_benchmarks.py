@@ -83,3 +83,13 @@ def test_a_cell_error_is_a_crash_and_a_timeout_or_dead_kernel_an_interruption():
         "a cell ran past the 600 s timeout", "interrupted")  # fmt: skip
     assert _failure(DeadKernelError("died"), 600)[1] == "interrupted"
     assert _failure(RuntimeError("odd"), 600) == ("RuntimeError: odd", "crashed")
+
+
+def test_each_claims_verdicts_are_counted_over_the_seeds_that_finished(capsys):
+    runs = [seeds.SeedRun(0, run(), summary(1.0)), seeds.SeedRun(1, run(), summary(1.0)),
+            seeds.SeedRun(2, run(), summary(-1.0)),
+            seeds.SeedRun(3, run("interrupted", "a timeout"), None)]  # fmt: skip
+    counts = seeds.verdict_counts(runs)
+    assert counts["a"] == "Reproduced 2, Not reproduced 1"
+    seeds.show("99_bench", "quick", runs)
+    assert "verdict counts over the 3 seeds that finished" in capsys.readouterr().out
