@@ -253,3 +253,32 @@ def test_teaching_page_lists_every_chapter(server, browser):
     units = set(re.findall(r"Unit (\d): ", text))
     assert 3 <= len(units) <= 4, f"units on the page: {sorted(units)}"
     assert "Prerequisites:" in text and "Easy." in text
+
+
+CLIPPED_TABLES = """() => {
+  const main = document.querySelector('main') || document.body;
+  const column = main.getBoundingClientRect();
+  return [...main.querySelectorAll('table')].filter(t => t.offsetParent !== null).map(t => {
+    const box = t.getBoundingClientRect();
+    let scroller = t.parentElement;
+    while (scroller && scroller !== main && getComputedStyle(scroller).overflowX === 'visible') {
+      scroller = scroller.parentElement;
+    }
+    const scrolls = scroller && scroller !== main &&
+      ['auto', 'scroll'].includes(getComputedStyle(scroller).overflowX);
+    return {head: t.innerText.slice(0, 60), right: box.right, column: column.right,
+            scrolls: !!scrolls};
+  }).filter(t => t.right > t.column + 2 && !t.scrolls);
+}"""
+
+
+def test_scorecard_tables_fit_the_content_column(server, browser):
+    """At 1280 px every visible table of the scorecard fits the content column, or sits in a
+    box that scrolls sideways: no column is cut off."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        page.goto(f"{server}/book/scorecard.html", wait_until="load")
+        clipped = page.evaluate(CLIPPED_TABLES)
+        assert not clipped, f"tables wider than the content column, cut off: {clipped}"
+    finally:
+        page.close()
