@@ -264,7 +264,8 @@ def test_a_cluster_whose_workers_all_die_fails_clearly_and_soon(monkeypatch, tmp
             killer.start()
             monkeypatch.setenv("REPRO_BACKEND", "dask")
             monkeypatch.setenv("REPRO_DASK_SCHEDULER", address)
-            with pytest.raises(ClusterError, match=f"no worker on the Dask cluster at {address}"):
+            with pytest.raises(ClusterError, match=f"no worker on the Dask cluster at {address}"
+                               rf" \(REPRO_DASK_SCHEDULER={address}\)"):  # fmt: skip
                 run_jobs(slow_square, [(k, str(tmp_path)) for k in range(4)])
             failed_at = time.monotonic()
             killer.join(timeout=10)
