@@ -221,13 +221,16 @@ class _ClusterWatch:
         """The result of job i (its own exception if it raised)."""
         from distributed import KilledWorker
 
-        future = self.futures[i]
+        future, wait_s = self.futures[i], DASK_POLL_S
         while True:
             try:
-                outcome = future.result(timeout=DASK_POLL_S)
+                outcome = future.result(timeout=wait_s)
             except TimeoutError:
                 # Only a poll: jobs raise inside an _Outcome. The job runs, or it has finished
-                # and its result is still on its way from a busy worker.
+                # and its result is still on its way from a busy worker; a timed-out fetch
+                # starts again, so a large result gets longer each time.
+                if future.done():
+                    wait_s = min(2 * wait_s, DASK_GRACE_S)
                 self.check()
                 continue
             except KilledWorker:

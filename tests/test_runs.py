@@ -181,6 +181,21 @@ def test_a_dask_cluster_runs_every_job_and_gives_the_same_results_as_loky(
         run_jobs(lambda x: 1 / x, [1, 0])
 
 
+def big(n: int) -> np.ndarray:
+    """A job whose result takes a while to send."""
+    return np.full(n, 1.5)
+
+
+@pytest.mark.timeout(120)
+def test_a_result_slower_to_fetch_than_a_poll_still_arrives(monkeypatch, one_worker_cluster):
+    """A fetch cut short by the poll starts again: with a fixed poll it would never finish."""
+    monkeypatch.setattr(runs, "DASK_POLL_S", 0.001)
+    monkeypatch.setenv("REPRO_BACKEND", "dask")
+    monkeypatch.setenv("REPRO_DASK_SCHEDULER", one_worker_cluster)
+    [result] = run_jobs(big, [5_000_000])
+    assert result.shape == (5_000_000,) and result.sum() == 7_500_000
+
+
 def test_a_chapter_sized_run_on_two_busy_workers_finishes_and_equals_loky(monkeypatch):
     """Issue 60: a finished job's result may still be in transit from a worker whose next job
     holds the GIL; the watcher took that poll timeout for the job's own and stopped the run."""
