@@ -11,9 +11,11 @@ whatever the number of workers:
 Settings (environment variables, read by `lib.settings`):
 - `REPRO_WORKERS`: worker processes (default: the cores this process may use).
 - `REPRO_BACKEND=dask` with `REPRO_DASK_SCHEDULER=tcp://host:port`: run every job on the
-  workers of that Dask cluster (needs `distributed`); `loky` is the default. A cluster that
-  cannot be reached, or that has no scheduler connection or no worker for `DASK_GRACE_S`
-  seconds while jobs are unfinished, stops the run with a `ClusterError` naming its address.
+  workers of that Dask cluster (needs `distributed`); `loky` is the default. A job's own
+  exception comes back as itself. A cluster that cannot be reached, that drops the connection
+  to its scheduler (Dask then cancels every job), or that has no worker for `DASK_GRACE_S`
+  seconds while jobs are unfinished, stops the run with a `ClusterError` naming its address
+  and REPRO_DASK_SCHEDULER.
 
 Local workers exit when the process that started them dies (a killed kernel), rather than
 idling for loky's five minutes.
@@ -21,11 +23,15 @@ idling for loky's five minutes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
+import traceback
 import zlib
 from collections.abc import Callable, Sequence
+from concurrent.futures import CancelledError
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -164,15 +170,43 @@ def _run_on_dask(fn: Callable, jobs: Sequence, bar) -> list:
         client = Client(address, timeout=f"{DASK_CONNECT_S}s", set_as_default=False)
     except (OSError, TimeoutError) as err:
         raise ClusterError(f"cannot reach the Dask scheduler at {address} "
-                           f"(REPRO_DASK_SCHEDULER): {err}") from None  # fmt: skip
+                           f"(REPRO_DASK_SCHEDULER={address}): {err}; start the cluster, or "
+                           "unset REPRO_BACKEND and REPRO_DASK_SCHEDULER to run here"
+                           ) from None  # fmt: skip
     try:
         # partial() hides each job from Dask, which reads a tuple starting with a callable as
         # a task; pure=False gives every job its own key even where two jobs are equal.
-        futures = [client.submit(partial(_single_threaded, fn, job), pure=False) for job in jobs]
+        futures = [client.submit(partial(_outcome, fn, job), pure=False) for job in jobs]
         watch = _ClusterWatch(client, address, futures)
         return [_advance(bar, watch.result(i)) for i in range(len(futures))]
     finally:
-        client.close(timeout=DASK_CONNECT_S)
+        with contextlib.suppress(OSError, TimeoutError):  # a lost scheduler cannot say goodbye
+            client.close(timeout=DASK_CONNECT_S)
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """What a job did on a Dask worker: its value, or the exception it raised (with the
+    worker's traceback as text), so that no error of the job's can pass for the cluster's."""
+
+    value: Any = None
+    error: BaseException | None = None
+    trace: str = ""
+
+    def unwrap(self) -> Any:
+        """The job's value, or its own exception raised again here."""
+        if self.error is None:
+            return self.value
+        self.error.add_note(f"(raised on a Dask worker)\n{self.trace}")
+        raise self.error
+
+
+def _outcome(fn: Callable, job: Any) -> _Outcome:
+    """Run one job on a Dask worker and wrap what it did (see _Outcome)."""
+    try:
+        return _Outcome(value=_single_threaded(fn, job))
+    except Exception as error:
+        return _Outcome(error=error, trace=traceback.format_exc())
 
 
 class _ClusterWatch:
@@ -187,29 +221,48 @@ class _ClusterWatch:
         """The result of job i (its own exception if it raised)."""
         from distributed import KilledWorker
 
-        future = self.futures[i]
+        future, wait_s = self.futures[i], DASK_POLL_S
         while True:
             try:
-                return future.result(timeout=DASK_POLL_S)
+                outcome = future.result(timeout=wait_s)
             except TimeoutError:
-                if future.done():  # the job itself raised a TimeoutError
-                    raise
+                # Only a poll: jobs raise inside an _Outcome. The job runs, or it has finished
+                # and its result is still on its way from a busy worker; a timed-out fetch
+                # starts again, so a large result gets longer each time.
+                if future.done():
+                    wait_s = min(2 * wait_s, DASK_GRACE_S)
                 self.check()
-            except KilledWorker as err:
-                raise ClusterError(f"job {i} killed every Dask worker that ran it, on the "
-                                   f"cluster at {self.address}: {err}") from None  # fmt: skip
+                continue
+            except KilledWorker:
+                raise self.lost(f"lost every worker that ran job {i}") from None
+            except CancelledError:  # the client cancels every job when its scheduler goes
+                raise self.lost("lost its connection to the Dask scheduler") from None
+            return outcome.unwrap()
 
     def problem(self) -> str | None:
         """What is wrong with the cluster now, or None."""
         if self.client.status != "running":
-            return f"has lost its connection to the Dask scheduler at {self.address}"
+            return "lost its connection to the Dask scheduler"
         try:
             alive = len(self.client.nthreads())
         except (OSError, TimeoutError):
-            return f"cannot reach the Dask scheduler at {self.address}"
-        return None if alive else f"has no worker on the Dask cluster at {self.address}"
+            return "cannot reach the Dask scheduler"
+        return None if alive else "has no worker on the Dask cluster"
+
+    def lost(self, problem: str, for_s: float | None = None) -> ClusterError:
+        """The one error for a lost cluster: what happened, the address and the setting."""
+        left = sum(not f.done() or f.cancelled() for f in self.futures)
+        during = "" if for_s is None else f" for {for_s:g} s"
+        return ClusterError(
+            f"the run {problem} at {self.address} (REPRO_DASK_SCHEDULER={self.address})"
+            f"{during}, with {left} of {len(self.futures)} jobs unfinished: the cluster was "
+            "lost. Restart the scheduler and its workers, or unset REPRO_BACKEND and "
+            "REPRO_DASK_SCHEDULER to run here"
+        )
 
     def check(self) -> None:
+        """Raise ClusterError if the cluster has lacked its scheduler or every worker for
+        DASK_GRACE_S seconds."""
         problem = self.problem()
         if problem is None:
             self.lost_since = None
@@ -217,9 +270,4 @@ class _ClusterWatch:
         now = time.monotonic()
         self.lost_since = self.lost_since if self.lost_since is not None else now
         if now - self.lost_since >= DASK_GRACE_S:
-            left = sum(not f.done() for f in self.futures)
-            raise ClusterError(
-                f"the run {problem} (REPRO_DASK_SCHEDULER) for {DASK_GRACE_S:g} s, with {left} "
-                f"of {len(self.futures)} jobs unfinished: the cluster was lost. Restart its "
-                "workers, or unset REPRO_BACKEND and REPRO_DASK_SCHEDULER to run here"
-            )
+            raise self.lost(problem, DASK_GRACE_S)

@@ -7,7 +7,11 @@ Rules, the same for every variable (the README's Settings section lists them):
 - Names are exact and upper case. Any other variable whose name starts with `REPRO_` (in any
   case: `REPRO_SEEDS`, `repro_seed`, the retired `REPRO_DEVICE`) is an error, not ignored.
 - Values are exact: no surrounding spaces, words in lower case, integers in ASCII digits only
-  (`REPRO_SEED=²` or `٣` is an error, never read as 2 or 3), each within its range.
+  (`REPRO_SEED=²` or `٣` is an error, never read as 2 or 3) without leading zeros (`010` is an
+  error, not 10 or octal 8), each within its range.
+- Places are checked where they are used: REPRO_RESULTS_DIR by writing a file in it (or making
+  it), REPRO_DASK_SCHEDULER's host as an IP address or DNS name; `tls://` is refused, since no
+  setting supplies the certificates it needs.
 - An empty value is an error; unset a variable to get its default.
 - Every error names the variable, shows the value (cut to 80 characters) and says what to pass.
 
@@ -19,8 +23,11 @@ front (the test suite runs it before collecting anything).
 from __future__ import annotations
 
 import difflib
+import errno
+import ipaddress
 import os
 import re
+import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +39,10 @@ SHOWN_CHARS = 80  # a value longer than this is cut in error messages
 # same entropy (a larger seed spills into a second word that can mimic another experiment's).
 SEED_MAX = 2**32 - 1
 WORKERS_MAX = 1024
-SCHEDULER = re.compile(r"(tcp|tls)://([A-Za-z0-9][A-Za-z0-9.-]*|\[[0-9A-Fa-f:.]+\]):([0-9]{1,5})")
+# a scheme, a host (bracketed for IPv6) and a port; _host and _scheduler check each part
+SCHEDULER = re.compile(r"(?P<protocol>[a-z]+)://(?P<host>\[[^\]]*\]|[^\]\[:/]+):(?P<port>[0-9]+)")
+DNS_LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")  # RFC 1123
+HOST_MAX = 253  # characters in a DNS name
 RETIRED = {
     "REPRO_DEVICE": "every chapter is sized for a CPU and its torch work runs on the CPU (there "
     "is no GPU setting); unset REPRO_DEVICE",
@@ -68,10 +78,13 @@ def _integer(minimum: int, maximum: int) -> Callable[[str], int]:
     def parse(value: str) -> int:
         if not re.fullmatch(r"[0-9]+", value):
             raise _Invalid("is not a whole number written in ASCII digits")
-        digits = value.lstrip("0") or "0"
-        if len(digits) > len(str(maximum)) or not minimum <= int(digits) <= maximum:
+        if value.startswith("0") and value != "0":  # 010 reads as octal 8 in some places
+            raise _Invalid("has a leading zero (write the number without it)")
+        if len(value) > len(str(maximum)):  # never handed to int(): it could be 10**5 digits
             raise _Invalid(f"is out of range [{minimum}, {maximum}]")
-        return int(digits)
+        if not minimum <= int(value) <= maximum:
+            raise _Invalid(f"is out of range [{minimum}, {maximum}]")
+        return int(value)
 
     return parse
 
@@ -87,10 +100,41 @@ def _word(choices: tuple[str, ...]) -> Callable[[str], str]:
     return parse
 
 
+def _host(host: str) -> None:
+    """Check a scheduler host: [IPv6], dotted IPv4, or a DNS name (RFC 1123 labels)."""
+    if host.startswith("["):
+        try:
+            ipaddress.IPv6Address(host[1:-1])
+        except ValueError:
+            raise _Invalid(f"has {host!r:.80}, which is not an IPv6 address in brackets") from None
+    elif re.fullmatch(r"[0-9.]+", host):
+        try:
+            ipaddress.IPv4Address(host)
+        except ValueError:
+            raise _Invalid(f"has {host!r:.80}, which is not an IPv4 address (four numbers "
+                           "0-255, no leading zeros)") from None  # fmt: skip
+    elif len(host) > HOST_MAX:
+        raise _Invalid(f"has a host name of {len(host)} characters (at most {HOST_MAX})")
+    else:
+        for label in host.split("."):
+            if not DNS_LABEL.fullmatch(label):
+                raise _Invalid(f"has a host name with the part {label!r:.80}, which is not a DNS "
+                               "label (1 to 63 letters, digits or inner hyphens; no empty part "
+                               "as in host..name)")  # fmt: skip
+
+
 def _scheduler(value: str) -> str:
     match = SCHEDULER.fullmatch(value)
-    if match is None or not 1 <= int(match[3]) <= 65535:
-        raise _Invalid("is not a Dask scheduler address tcp://host:port or tls://host:port")
+    if match is None or match["protocol"] not in ("tcp", "tls"):
+        raise _Invalid("is not a Dask scheduler address tcp://host:port")
+    if match["protocol"] == "tls":
+        raise _Invalid("uses tls://, which needs TLS certificates and keys that no setting of "
+                       "this book supplies; reach the cluster over tcp:// (a private network "
+                       "or an SSH tunnel)")  # fmt: skip
+    _host(match["host"])
+    port = match["port"]
+    if len(port) > 5 or port != str(int(port)) or not 1 <= int(port) <= 65535:
+        raise _Invalid(f"has port {port!r}, not a number from 1 to 65535 without leading zeros")
     return value
 
 
@@ -99,14 +143,39 @@ def _folder(value: str) -> Path:
     if "\0" in value or not path.is_absolute():
         raise _Invalid("is not an absolute path (chapters run in notebooks/, so a relative path "
                        "would land there)")  # fmt: skip
-    if path.exists() and not path.is_dir():
-        raise _Invalid("is a file, not a folder")
-    if not path.exists() and not path.parent.is_dir():
-        raise _Invalid(f"does not exist and neither does its parent folder {str(path.parent)!r}")
-    existing = path if path.exists() else path.parent
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise _Invalid(f"is not writable by this user ({str(existing)!r})")
+    try:
+        _writable_folder(path)
+    except OSError as err:
+        if err.errno == errno.ENAMETOOLONG:
+            raise _Invalid("is too long a path for this system (at most 255 bytes a name, "
+                           "4095 in all)") from None  # fmt: skip
+        raise _Invalid(f"cannot be used as a folder ({err.strerror or err})") from None
     return path
+
+
+def _writable_folder(path: Path) -> None:
+    """Check that `path` is a folder this user can write a file in, or can be created as one
+    (its parent exists), by doing it once: os.access says yes to root even on /proc and /sys.
+    Raises _Invalid, or the OSError that a chapter writing its summary there would meet."""
+    if path.is_symlink() and not path.exists():
+        raise _Invalid(f"is a symbolic link to {os.readlink(path)!r:.80}, which does not "
+                       "resolve (a missing target or a loop)")  # fmt: skip
+    if path.exists():
+        if not path.is_dir():
+            raise _Invalid("is a file, not a folder")
+        try:
+            fd, probe = tempfile.mkstemp(dir=path, prefix=".repro-probe-")
+        except OSError as err:
+            raise _Invalid(f"is a folder this user cannot write in ({err.strerror})") from None
+        os.close(fd)
+        os.unlink(probe)
+        return
+    if not path.parent.is_dir():
+        raise _Invalid(f"does not exist and neither does its parent folder {str(path.parent)!r}")
+    try:
+        os.rmdir(tempfile.mkdtemp(dir=path.parent, prefix=".repro-probe-"))
+    except OSError as err:
+        raise _Invalid(f"cannot be created in {str(path.parent)!r} ({err.strerror})") from None
 
 
 SETTINGS: dict[str, Setting] = {

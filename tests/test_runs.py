@@ -1,6 +1,7 @@
 """lib.runs: seeds from REPRO_SEED, and a parallel map that is ordered and deterministic, on
 local workers that die with their parent and on a Dask cluster that fails loudly when lost."""
 
+import json
 import os
 import signal
 import subprocess
@@ -46,6 +47,19 @@ def slow_square(x: int, started: str) -> int:
     Path(started, f"job{x}").touch()
     time.sleep(30)
     return x * x
+
+
+def gil_bound(seed: int, n: int) -> tuple[float, int]:
+    """A chapter-sized job: seeded NumPy draws, then one C call (sum over a range) that holds
+    the GIL for about half a second, so the worker cannot send results while it runs."""
+    g = np.random.default_rng(seed)
+    a = g.standard_normal((80, 80))
+    return float(np.linalg.eigvalsh(a @ a.T).sum()), sum(range(n + seed))
+
+
+def raise_timeout(x: int) -> int:
+    """A job that fails with a TimeoutError of its own."""
+    raise TimeoutError(f"the job's own timeout {x}")
 
 
 JOBS = [(s, 60) for s in range(7)]
@@ -167,6 +181,80 @@ def test_a_dask_cluster_runs_every_job_and_gives_the_same_results_as_loky(
         run_jobs(lambda x: 1 / x, [1, 0])
 
 
+def big(n: int) -> np.ndarray:
+    """A job whose result takes a while to send."""
+    return np.full(n, 1.5)
+
+
+@pytest.mark.timeout(120)
+def test_a_result_slower_to_fetch_than_a_poll_still_arrives(monkeypatch, one_worker_cluster):
+    """A fetch cut short by the poll starts again: with a fixed poll it would never finish."""
+    monkeypatch.setattr(runs, "DASK_POLL_S", 0.001)
+    monkeypatch.setenv("REPRO_BACKEND", "dask")
+    monkeypatch.setenv("REPRO_DASK_SCHEDULER", one_worker_cluster)
+    [result] = run_jobs(big, [5_000_000])
+    assert result.shape == (5_000_000,) and result.sum() == 7_500_000
+
+
+def test_a_chapter_sized_run_on_two_busy_workers_finishes_and_equals_loky(monkeypatch):
+    """Issue 60: a finished job's result may still be in transit from a worker whose next job
+    holds the GIL; the watcher took that poll timeout for the job's own and stopped the run."""
+    jobs = [(seed, 10**7) for seed in range(8)]
+    expected = run_jobs(gil_bound, jobs, n_workers=2)
+    monkeypatch.setattr(runs, "DASK_POLL_S", 0.1)  # polls often, so results are often in transit
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=":0") as cluster:  # fmt: skip
+        monkeypatch.setenv("REPRO_BACKEND", "dask")
+        monkeypatch.setenv("REPRO_DASK_SCHEDULER", cluster.scheduler_address)
+        assert run_jobs(gil_bound, jobs) == expected
+        with pytest.raises(TimeoutError, match="the job's own timeout 2") as error:
+            run_jobs(raise_timeout, [2, 3])
+    assert any("raised on a Dask worker" in note for note in error.value.__notes__)
+
+
+def _start(command: list[str]) -> subprocess.Popen:
+    """A Dask scheduler or worker process that sees this checkout's packages."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    return subprocess.Popen([sys.executable, "-m", *command], env=env, stderr=subprocess.DEVNULL)
+
+
+def test_losing_the_scheduler_mid_run_is_one_clear_error(monkeypatch, tmp_path):
+    info = tmp_path / "scheduler.json"
+    started = tmp_path / "started"
+    started.mkdir()
+    scheduler = _start(["distributed.cli.dask_scheduler", "--host", "127.0.0.1", "--port", "0",
+                        "--no-dashboard", "--scheduler-file", str(info)])  # fmt: skip
+    procs = [scheduler]
+    try:
+        deadline = time.monotonic() + 120
+        while not info.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.2)  # the file is written in one go; let it land
+        address = json.loads(info.read_text())["address"]
+        procs.append(_start(["distributed.cli.dask_worker", address, "--no-nanny", "--nthreads",
+                             "1", "--no-dashboard"]))  # fmt: skip
+
+        def kill_the_scheduler_once_a_job_runs() -> None:
+            while not list(started.iterdir()):
+                time.sleep(0.05)
+            scheduler.send_signal(signal.SIGKILL)
+
+        threading.Thread(target=kill_the_scheduler_once_a_job_runs, daemon=True).start()
+        monkeypatch.setenv("REPRO_BACKEND", "dask")
+        monkeypatch.setenv("REPRO_DASK_SCHEDULER", address)
+        began = time.monotonic()
+        with pytest.raises(ClusterError) as error:
+            run_jobs(slow_square, [(k, str(started)) for k in range(3)])
+        assert time.monotonic() - began < 150  # not a hang
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait(timeout=30)
+    message = str(error.value)
+    assert f"lost its connection to the Dask scheduler at {address}" in message
+    assert f"(REPRO_DASK_SCHEDULER={address})" in message and "unset REPRO_BACKEND" in message
+
+
 def test_a_cluster_whose_workers_all_die_fails_clearly_and_soon(monkeypatch, tmp_path):
     monkeypatch.setattr(runs, "DASK_GRACE_S", 2.0)
     with distributed.LocalCluster(n_workers=0, processes=True, dashboard_address=":0") as cluster:
@@ -191,7 +279,8 @@ def test_a_cluster_whose_workers_all_die_fails_clearly_and_soon(monkeypatch, tmp
             killer.start()
             monkeypatch.setenv("REPRO_BACKEND", "dask")
             monkeypatch.setenv("REPRO_DASK_SCHEDULER", address)
-            with pytest.raises(ClusterError, match=f"no worker on the Dask cluster at {address}"):
+            with pytest.raises(ClusterError, match=f"no worker on the Dask cluster at {address}"
+                               rf" \(REPRO_DASK_SCHEDULER={address}\)"):  # fmt: skip
                 run_jobs(slow_square, [(k, str(tmp_path)) for k in range(4)])
             failed_at = time.monotonic()
             killer.join(timeout=10)

@@ -1,6 +1,7 @@
 """lib.settings reads every REPRO_* variable strictly; summaries go to the checkout that runs."""
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -29,14 +30,16 @@ def test_defaults_and_good_values(env, tmp_path):
         "quick", 0, None, "loky", None, None, "refuse"
     ]  # fmt: skip
     good = {"REPRO_SCALE": ("full", "full"), "REPRO_SEED": ("4294967295", 2**32 - 1),
-            "REPRO_WORKERS": ("0003", 3), "REPRO_RESULTS_DIR": (str(tmp_path / "new"),
+            "REPRO_WORKERS": ("3", 3), "REPRO_RESULTS_DIR": (str(tmp_path / "new"),
             tmp_path / "new"), "REPRO_SANDBOX_NONE": ("allow", "allow")}  # fmt: skip
     for name, (value, parsed) in good.items():
         env.setenv(name, value)
         assert settings.get(name) == parsed
     env.setenv("REPRO_BACKEND", "dask")
-    env.setenv("REPRO_DASK_SCHEDULER", "tls://[::1]:8786")
-    assert settings.get("REPRO_DASK_SCHEDULER") == "tls://[::1]:8786"
+    for good in ("tcp://[::1]:8786", "tcp://10.0.0.5:8786", "tcp://my-host.example.org:1",
+                 f"tcp://{'a' * 63}.example:65535", "tcp://localhost:8786"):  # fmt: skip
+        env.setenv("REPRO_DASK_SCHEDULER", good)
+        assert settings.get("REPRO_DASK_SCHEDULER") == good
 
 
 # Each case the reliability audit of issue 38 found, and its neighbours.
@@ -47,6 +50,9 @@ BAD = [
     ("REPRO_SEED", str(2**32), r"out of range \[0, 4294967295\]"),
     ("REPRO_SEED", "1" * 5000, "out of range"),  # never handed to int()
     ("REPRO_SEED", "-1", "ASCII digits"),
+    ("REPRO_SEED", "010", "has a leading zero"),  # issue 60: not 10, not octal 8
+    ("REPRO_SEED", "0" * 5000 + "1", "has a leading zero"),
+    ("REPRO_WORKERS", "0003", "has a leading zero"),
     ("REPRO_SEED", "", "is empty"),
     ("REPRO_WORKERS", "²", "ASCII digits"),
     ("REPRO_WORKERS", "0", r"out of range \[1, 1024\]"),
@@ -100,6 +106,7 @@ def test_an_unknown_setting_is_an_error_not_ignored(env, name, value, problem):
         "tcp://host:65536",
         "tcp://a b:1",
         " tcp://host:1",
+        "udp://host:1",
     ],  # fmt: skip
 )
 def test_a_malformed_scheduler_address_is_a_clear_error(env, value):
@@ -107,6 +114,39 @@ def test_a_malformed_scheduler_address_is_a_clear_error(env, value):
     env.setenv("REPRO_DASK_SCHEDULER", value)
     with pytest.raises(SettingError, match="REPRO_DASK_SCHEDULER=.*pass tcp://host:port"):
         check_environment()
+
+
+# Issue 60: hosts that are no DNS name or IP address reached Dask (a bare UnicodeError or
+# TypeError and a 20 s hang); tls:// had no setting for its certificates.
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("tcp://host..name:8786", "part '', which is not a DNS label"),
+        ("tcp://host.:8786", "part '', which is not a DNS label"),
+        (f"tcp://{'a' * 64}.example:8786", "not a DNS label"),
+        ("tcp://-host:1", "part '-host', which is not a DNS label"),
+        ("tcp://host-:1", "part 'host-', which is not a DNS label"),
+        ("tcp://h_st:1", "not a DNS label"),
+        ("tcp://hést:1", "not a DNS label"),
+        (f"tcp://{('a' * 63 + '.') * 4}com:1", "host name of 259 characters (at most 253)"),
+        ("tcp://1.2.3:1", "not an IPv4 address"),
+        ("tcp://256.1.1.1:1", "not an IPv4 address"),
+        ("tcp://010.0.0.1:1", "not an IPv4 address"),
+        ("tcp://[::g]:1", "not an IPv6 address"),
+        ("tcp://[]:1", "not an IPv6 address"),
+        ("tcp://host:08786", "port '08786', not a number from 1 to 65535"),
+        ("tcp://host:" + "1" * 100, "port '1111"),
+        ("tls://host:8786", "uses tls://, which needs TLS certificates"),
+        ("tls://[::1]:8786", "no setting of this book supplies"),
+    ],
+)
+def test_a_scheduler_host_must_be_a_dns_name_or_ip_address(env, value, problem):
+    env.setenv("REPRO_BACKEND", "dask")
+    env.setenv("REPRO_DASK_SCHEDULER", value)
+    with pytest.raises(SettingError, match=re.escape(problem)) as error:
+        settings.get("REPRO_SEED")  # the first read of any setting
+    assert str(error.value).startswith("REPRO_DASK_SCHEDULER=")
+    assert "pass tcp://host:port" in str(error.value)
 
 
 def test_backend_and_scheduler_go_together(env):
@@ -128,6 +168,47 @@ def test_every_problem_is_listed_at_once(env):
     assert len(str(error.value).splitlines()) == 3
 
 
+def _dangling(tmp_path: Path) -> str:
+    (tmp_path / "dangling").symlink_to(tmp_path / "missing")
+    return str(tmp_path / "dangling")
+
+
+def _loop(tmp_path: Path) -> str:
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    return str(tmp_path / "a")
+
+
+# Issue 60: each of these passed the check (or crashed it with an OSError, an INTERNALERROR
+# under pytest) and failed only when the chapter wrote its summary at the end.
+FOLDERS = [
+    (lambda tmp: "/tmp/" + "x" * 300, "too long a path"),
+    (lambda tmp: str(tmp) + ("/" + "d" * 200) * 25, "too long a path"),
+    (lambda tmp: str(tmp) + "/x" * 2100, "too long a path"),
+    (_dangling, "is a symbolic link to"),
+    (_loop, "which does not resolve"),
+    (lambda tmp: "/proc/repro-results", "cannot be created in '/proc'"),
+    (lambda tmp: "/proc", "cannot write in"),
+    (lambda tmp: "/proc/self/status", "is a file, not a folder"),
+    (lambda tmp: "/sys/repro-results", "cannot be created in '/sys'"),
+    (lambda tmp: "/sys/kernel/repro-results", "cannot be created in '/sys/kernel'"),
+]
+
+
+@pytest.mark.parametrize(("make", "problem"), FOLDERS)
+def test_a_results_folder_that_cannot_hold_summaries_fails_at_the_first_read(
+    env, tmp_path, make, problem
+):
+    value = make(tmp_path)
+    env.setenv("REPRO_RESULTS_DIR", value)
+    with pytest.raises(SettingError, match=re.escape(problem)) as error:
+        settings.get("REPRO_SEED")
+    assert str(error.value).startswith("REPRO_RESULTS_DIR=") and "pass an absolute path" in str(
+        error.value
+    )
+    assert len(str(error.value)) < 500
+
+
 def test_a_bad_results_folder_is_a_clear_error(env, tmp_path):
     a_file = tmp_path / "a_file"
     a_file.write_text("")
@@ -139,14 +220,23 @@ def test_a_bad_results_folder_is_a_clear_error(env, tmp_path):
             summary.results_dir()
 
 
-def test_under_pytest_a_bad_setting_is_a_usage_error_not_an_internal_error(env):
-    env.setenv("REPRO_SEED", "²")
+@pytest.mark.parametrize(
+    ("name", "value", "problem"),
+    [
+        ("REPRO_SEED", "²", "REPRO_SEED='²' is not a whole number written in ASCII digits"),
+        ("REPRO_RESULTS_DIR", "/" + "x" * 300, "is too long a path"),  # issue 60: was exit 3
+    ],
+)
+def test_under_pytest_a_bad_setting_is_a_usage_error_not_an_internal_error(
+    env, name, value, problem
+):
+    env.setenv(name, value)
     run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
                           "tests/test_scale.py"], cwd=ROOT, capture_output=True, text=True,
-                         timeout=300)  # fmt: skip
+                         timeout=600)  # fmt: skip
     output = run.stdout + run.stderr
     assert run.returncode == 4 and "INTERNALERROR" not in output and "Traceback" not in output
-    assert "REPRO_SEED='²' is not a whole number written in ASCII digits" in output
+    assert problem in output
 
 
 # ------------------------------------------------------------------ the checkout that runs

@@ -8,9 +8,12 @@ typo in a verdict or a hand edit that contradicts the verdict rules never builds
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import re
+import stat
 import tempfile
 import tomllib
 import warnings
@@ -355,18 +358,177 @@ def validate_summary(summary, where: str) -> dict:
     return summary
 
 
-def read_summary(path: Path) -> dict:
-    """Read and validate one summary file; every error names the file."""
+# A summary is about 35 kB, 800 values and 5 levels deep; the limits leave room to grow and
+# refuse, with the path, what no chapter writes (a 150 MB file, 100,000-deep nesting).
+MAX_BYTES = 1 << 20
+MAX_DEPTH = 16  # objects and lists nested in one another
+MAX_VALUES = 50_000
+MAX_DIGITS = 20  # the longest integer: seeds are below 2**64
+NAME = re.compile(
+    r"(?P<chapter>[0-9]{2}_[a-z0-9_]+)(?P<full>\.full)?(?:\.seed(?P<seed>[1-9][0-9]*))?\.json"
+)
+PATTERN = "[0-9][0-9]_*.json"  # what the loaders look at; every match must be a NAME
+KINDS = {stat.S_IFDIR: "a folder", stat.S_IFIFO: "a named pipe (FIFO)",
+         stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+         stat.S_IFSOCK: "a socket", stat.S_IFLNK: "a symbolic link"}  # fmt: skip
+
+
+class _Refused(ValueError):
+    """Raised while parsing: a JSON value no summary may hold (the caller adds the path)."""
+
+
+def _why_not_opened(path: Path, err: OSError) -> str:
+    """Why `path` could not be opened, in words (a dangling link and a loop said plainly)."""
+    if err.errno == errno.ELOOP:
+        return "a symbolic link loop"
+    if path.is_symlink():
+        return f"a symbolic link to {os.readlink(path)!r:.80}, which does not resolve"
+    return err.strerror or str(err)
+
+
+def _read_bytes(path: Path) -> bytes:
+    """The bytes of `path` if it is a regular file of at most MAX_BYTES. It is opened without
+    blocking and checked before reading, so a FIFO, device or folder is refused, not waited on."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as err:
+        raise SummaryError(f"{path}: cannot be opened ({_why_not_opened(path, err)})") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = KINDS.get(stat.S_IFMT(mode), "not a file")
+        raise SummaryError(f"{path}: is {kind}, not a regular file; remove it (a chapter "
+                           "writes its summary as a file)")  # fmt: skip
+    with os.fdopen(fd, "rb") as handle:
+        data = handle.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        raise SummaryError(f"{path}: is over {MAX_BYTES} bytes, far larger than any summary "
+                           "(about 35 kB); rerun the chapter to rewrite it")  # fmt: skip
+    return data
+
+
+def _constant(name: str):
+    """json hook for NaN, Infinity and -Infinity: refused (JSON has no such numbers)."""
+    raise _Refused(f"holds {name}, which is not a JSON number (every number must be finite)")
+
+
+def _integer(digits: str) -> int:
+    """json hook for integers: at most MAX_DIGITS digits (int() of 5,000 digits fails bare)."""
+    if len(digits.lstrip("-")) > MAX_DIGITS:
+        raise _Refused(f"holds an integer of {len(digits)} characters (at most {MAX_DIGITS})")
+    return int(digits)
+
+
+def _finite(text: str) -> float:
+    """json hook for decimals: finite only (1e999 would parse as infinity)."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Refused(f"holds the number {text:.40}, which overflows to {value}")
+    return value
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    """json hook for objects: a key given twice is refused (json keeps the last silently)."""
+    seen = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise _Refused(f"gives the key {key!r:.80} twice in one object")
+        seen.add(key)
+    return dict(pairs)
+
+
+def _check_size(value) -> None:
+    """Refuse JSON nested deeper than MAX_DEPTH, with more than MAX_VALUES values, or holding a
+    string that is not valid Unicode (an escaped lone surrogate); walks without recursion."""
+    stack, count = [(value, 0)], 0
+    while stack:
+        item, depth = stack.pop()
+        count += 1
+        if count > MAX_VALUES:
+            raise _Refused(f"holds over {MAX_VALUES} values (about 800 make a summary)")
+        if isinstance(item, dict | list):
+            if depth >= MAX_DEPTH:
+                raise _Refused(f"is nested over {MAX_DEPTH} levels deep (a summary needs 5)")
+            children = list(item.keys()) + list(item.values()) if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+        elif isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                raise _Refused(f"holds a string with a lone surrogate: {item!r:.60}") from None
+
+
+def _parse(path: Path, data: bytes):
+    """The JSON value in `data`, refusing what json would accept but no summary holds."""
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise SummaryError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
     try:
-        summary = json.loads(text)
+        value = json.loads(text, parse_constant=_constant, parse_int=_integer,
+                           parse_float=_finite, object_pairs_hook=_unique_keys)  # fmt: skip
+        _check_size(value)
+    except _Refused as why:
+        raise SummaryError(f"{path}: {why}; rerun the chapter to rewrite it") from None
+    except RecursionError:  # json's own guard, far below MAX_BYTES of brackets
+        raise SummaryError(f"{path}: is nested over {MAX_DEPTH} levels deep (a summary "
+                           "needs 5); rerun the chapter to rewrite it") from None  # fmt: skip
     except json.JSONDecodeError as err:
         what = "empty" if not text.strip() else f"not valid JSON ({err.msg}, line {err.lineno})"
         raise SummaryError(f"{path}: {what}; rerun the chapter to rewrite it") from None
-    return validate_summary(summary, str(path))
+    return value
+
+
+def _check_name(path: Path, summary: dict) -> None:
+    """A summary's chapter, scale and base seed must be the ones its file name says; else the
+    file would take another chapter's row (both files are named)."""
+    match = NAME.fullmatch(path.name)
+    if match is None:
+        return
+    named, chapter = match["chapter"], summary["chapter"]
+    if chapter != named:
+        if NAME.fullmatch(chapter + ".json") is None:
+            raise SummaryError(f"{path}: field 'chapter' is {chapter!r:.80}, not a chapter "
+                               f"name; the file is named for {named}: rerun {named}")  # fmt: skip
+        home = path.with_name(summary_name(chapter, summary["scale"], summary["base_seed"]))
+        raise SummaryError(f"{path}: field 'chapter' is {chapter!r}, but the file is named for "
+                           f"{named}; {chapter}'s summary is {home}, and this file would take "
+                           f"its row. Rerun {named} to rewrite {path.name}")  # fmt: skip
+    scale = "full" if match["full"] else "quick"
+    if summary["scale"] != scale or summary["base_seed"] != int(match["seed"] or 0):
+        raise SummaryError(f"{path}: scale {summary['scale']!r}, base seed "
+                           f"{summary['base_seed']} do not match its name")  # fmt: skip
+
+
+def read_summary(path: Path) -> dict:
+    """Read and validate one summary file; every error names the file."""
+    path = Path(path)
+    summary = validate_summary(_parse(path, _read_bytes(path)), str(path))
+    _check_name(path, summary)
+    return summary
+
+
+def _summary_files(directory: Path, number: str | None = None) -> dict[tuple, Path]:
+    """The summary files in `directory` (of chapter `number` only, if given) by (chapter,
+    scale, seed). Every file matching PATTERN must have a summary's name, and one chapter
+    number one chapter: a stale `05_x_old.json` beside `05_x.json` is an error naming both."""
+    files: dict[tuple, Path] = {}
+    chapters: dict[str, Path] = {}  # chapter number -> the first file seen of it
+    for path in sorted(directory.glob(PATTERN if number is None else f"{number}_*.json")):
+        match = NAME.fullmatch(path.name)
+        if match is None:
+            raise SummaryError(f"{path}: is not named as a summary (NN_chapter[.full]"
+                               "[.seed<k>].json, lower case); move it out of "
+                               f"{directory} or delete it")  # fmt: skip
+        first = chapters.setdefault(path.name[:2], path)
+        other = NAME.fullmatch(first.name)["chapter"]
+        if other != match["chapter"]:
+            raise SummaryError(f"{path} and {first}: two chapters numbered {path.name[:2]} "
+                               f"({match['chapter']} and {other}); one is a stale copy or a "
+                               "renamed chapter: delete it")  # fmt: skip
+        scale = "full" if match["full"] else "quick"
+        files[(match["chapter"], scale, int(match["seed"] or 0))] = path
+    return files
 
 
 def load_summaries(results: Path | None = None, run_scale: str = "quick") -> list[dict]:
@@ -374,19 +536,17 @@ def load_summaries(results: Path | None = None, run_scale: str = "quick") -> lis
     if run_scale not in SCALES:
         raise ValueError(f"run_scale must be one of {SCALES}, got {run_scale!r}")
     directory = Path(results) if results is not None else RESULTS_DIR
-    summaries = []
-    for path in sorted(directory.glob("[0-9][0-9]_*.json")):
-        if path.name == summary_name(path.name.split(".")[0], run_scale, 0):
-            summary = read_summary(path)
-            if summary["scale"] != run_scale or summary["base_seed"] != 0:
-                raise SummaryError(f"{path}: scale {summary['scale']!r}, base seed "
-                                   f"{summary['base_seed']} do not match its name")  # fmt: skip
-            summaries.append(summary)
-    return summaries
+    files = _summary_files(directory)
+    return [read_summary(path) for key, path in sorted(files.items()) if key[1:] == (run_scale, 0)]
 
 
 def load_summary(chapter: str, run_scale: str, results: Path | None = None) -> dict | None:
     """The committed summary of `chapter` at `run_scale` (base seed 0), or None if not run."""
+    if run_scale not in SCALES:
+        raise ValueError(f"run_scale must be one of {SCALES}, got {run_scale!r}")
+    if NAME.fullmatch(f"{chapter}.json") is None:
+        raise ValueError(f"chapter must be a chapter's name such as '05_sgd_momentum', got "
+                         f"{chapter!r:.80}")  # fmt: skip
     directory = Path(results) if results is not None else RESULTS_DIR
-    path = directory / summary_name(chapter, run_scale, 0)
-    return read_summary(path) if path.exists() else None
+    path = _summary_files(directory, chapter[:2]).get((chapter, run_scale, 0))
+    return None if path is None else read_summary(path)
