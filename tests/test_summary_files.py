@@ -265,7 +265,12 @@ def test_every_committed_summary_loads_from_a_copy(tmp_path):
     quick, full = load_summaries(tmp_path), load_summaries(tmp_path, run_scale="full")
     assert [s["chapter"] for s in quick] == [s["chapter"] for s in full]
     assert len(quick) == len(list((ROOT / "notebooks").glob("[0-9][0-9]_*.md")))
-    assert load_summary(CHAPTER, "quick", tmp_path) == json.loads(TEXT)
+    loaded, raw = load_summary(CHAPTER, "quick", tmp_path), json.loads(TEXT)
+    if raw.get("format", 1) < 2:  # the loader adds the threshold sensitivity of old summaries
+        for check in loaded["checks"]:
+            for key in ("holds_for", "holds_bound", "holds_text", "fragile"):
+                check.pop(key, None)
+    assert loaded == raw
     assert load_summary(CHAPTER, "full", tmp_path / "missing") is None
     (tmp_path / f"{CHAPTER}.seed3.json").write_text(with_field("base_seed", 3))  # other seeds
     assert load_summaries(tmp_path) == quick
