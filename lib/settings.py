@@ -109,6 +109,16 @@ def _folder(value: str) -> Path:
     return path
 
 
+def _data_folder(value: str) -> Path:
+    path = Path(value)
+    if "\0" in value or not path.is_absolute():
+        raise _Invalid("is not an absolute path (a relative one would depend on where the kernel "
+                       "starts)")  # fmt: skip
+    if not (path / "README.md").is_file():
+        raise _Invalid("is not a data folder (it lacks README.md, the data's provenance file)")
+    return path
+
+
 SETTINGS: dict[str, Setting] = {
     s.name: s
     for s in (
@@ -139,6 +149,12 @@ SETTINGS: dict[str, Setting] = {
             _folder,
         ),  # fmt: skip
         Setting("REPRO_SANDBOX_NONE", "refuse", "pass allow or refuse", _word(("refuse", "allow"))),
+        Setting(
+            "REPRO_DATA_DIR",
+            None,
+            "pass the absolute path of the book's data/ folder (a clone's or the course pack's)",
+            _data_folder,
+        ),  # fmt: skip
     )
 }
 
