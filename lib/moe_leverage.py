@@ -28,7 +28,6 @@ from lib.data import data_file
 from lib.fit import bootstrap_ci, r2_score
 
 
-
 # ----------------------------------------------------------------------------- the joint law
 @dataclass(frozen=True)
 class JointLawConstants:

@@ -34,7 +34,8 @@ def test_the_pack_layout_is_found_from_its_notebooks_folder(env, tmp_path):
     root = _pack(tmp_path / "pack")
     env.setattr(data, "BESIDE_LIB", tmp_path / "site-packages" / "data")  # as a wheel installs it
     env.chdir(root / "notebooks")
-    assert data.data_file("clark2022/curves.csv.gz") == root / "data" / "clark2022" / "curves.csv.gz"
+    found = data.data_file("clark2022/curves.csv.gz")
+    assert found == root / "data" / "clark2022" / "curves.csv.gz"
 
 
 def test_repro_data_dir_is_the_only_place_looked_at_when_set(env, tmp_path):
