@@ -25,11 +25,15 @@ import textwrap
 import venv
 import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
+import course_downloads  # noqa: E402  (book/_ext is not a package: the book's extensions)
+
 CHAPTER = "05_sgd_momentum"  # the fastest chapter without torch (13 s on 2 cores)
 KERNEL = "course-pack-test"
 
@@ -65,6 +69,16 @@ def test_pack_notebooks_are_plain_and_start_with_the_install_cells(pack):
         code = [c for c in notebook.cells if c.cell_type == "code"]
         assert all(not c.outputs for c in code), f"{path.name} has stored outputs"
         assert not any("myst_nb" in c.source for c in code), f"{path.name} imports myst_nb"
+
+
+def test_the_book_offers_each_chapter_the_packs_notebook(pack, tmp_path, monkeypatch):
+    monkeypatch.setattr(course_downloads, "PACK", pack)
+    app, context, other = SimpleNamespace(outdir=str(tmp_path)), {}, {}
+    course_downloads._offer_notebook(app, f"notebooks/{CHAPTER}", "page.html", context, None)
+    course_downloads._offer_notebook(app, "book/intro", "page.html", other, None)
+    assert context == {"ipynb_source": f"notebooks/{CHAPTER}.ipynb"} and other == {}
+    copied = tmp_path / "_sources" / "notebooks" / f"{CHAPTER}.ipynb"
+    assert copied.read_bytes() == (pack / "notebooks" / f"{CHAPTER}.ipynb").read_bytes()
 
 
 def _environment(pack: Path) -> Path:
