@@ -248,8 +248,10 @@ toy scale, on a CPU, and computes its own verdict.
 - `notebooks/`: one `.ipynb` per chapter. Their outputs are cleared: executing all twelve would
   make building the pack take minutes, and stored outputs would go stale against the chapters'
   seeds and the library; students run the cells themselves, top to bottom.
-- `{wheel}`: the book's shared library, imported by every notebook as `lib`.
-- `requirements.txt`: the packages the notebooks import, pinned as the book tests them.
+- `{wheel}`:
+  the book's shared library, imported by every notebook as `lib`.
+- `requirements.txt`: the packages the notebooks and the library use at run time, pinned as
+  the book tests them.
 - `data/`: the small published datasets some chapters read, unchanged, with their sources and
   licences in `data/README.md` and the licence files beside them. Nothing is downloaded at run
   time.
@@ -268,12 +270,16 @@ jupyter lab notebooks
 On a JupyterHub, install once into the image or the shared environment (the same two `pip
 install` lines), then hand out the folder unchanged (for example with nbgitpuller or the LMS's
 upload), so that each notebook keeps `data/` and the wheel one folder up. A student whose kernel
-lacks the library sees the exact command in the notebook's first cells: `%pip install -r
-../requirements.txt ../{wheel}` (then restart the kernel). In Colab, upload and unzip the pack,
-`%cd` into its `notebooks/` folder, and run that command.
+lacks the library sees the exact command in the notebook's first cells (then restarts the
+kernel):
 
-Without a CUDA-wheel index (macOS, Windows, or an index that serves CPU wheels) the plain
-`pip install -r requirements.txt` installs torch too. The `data/` folder is found beside
+```
+%pip install -r ../requirements.txt ../{wheel}
+```
+
+In Colab, upload and unzip the pack, `%cd` into its `notebooks/` folder, and run that command
+(after the torch line above, with `%pip`). On macOS and Windows, PyPI's torch wheels are the CPU
+build already: the torch line can be skipped. The `data/` folder is found beside
 `notebooks/` (a kernel starts in the notebook's folder); to keep it elsewhere, set
 `REPRO_DATA_DIR` to its absolute path. Each chapter writes a short JSON summary of its verdicts
 to `results/` in its working folder (`REPRO_RESULTS_DIR` moves it).
