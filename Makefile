@@ -3,7 +3,7 @@ PY    := .venv/bin/python
 STAMP := .venv/.installed
 BUILD := .venv/bin/jupyter-book build . --warningiserror --keep-going
 
-.PHONY: test lint format book full lab clean
+.PHONY: test lint format book course full lab clean
 # Notebooks' code cells are linted as notebooks: Jupytext hands ruff an .ipynb view of each one.
 NOTEBOOKS := $(filter-out %_tmp_jupytext_%,$(wildcard notebooks/*.md)) book/scorecard.md book/teaching.md
 RUFF      := $(CURDIR)/.venv/bin/ruff
@@ -33,12 +33,16 @@ format: $(STAMP)  ## apply ruff's formatting everywhere, the notebooks' code cel
 
 test: lint  ## lib's unit tests, every chapter under nbval, then the book from those executions
 	$(PY) -m pytest
+	$(MAKE) course  # the book offers the pack's notebooks for download
 	$(BUILD)
 	$(PY) -m pytest -m browser tests/test_book_pages.py tests/test_lab.py
 
-book: $(STAMP)  ## the HTML book in _build/html; reuses the executions of the last `make test`
+book: course  ## the HTML book in _build/html; reuses the executions of the last `make test`
 	$(PY) -m tests.harness prepare-cache
 	$(BUILD)
+
+course: $(STAMP)  ## the course pack: _build/course/scaling-reproduced-course/ and its .zip
+	$(PY) tools/course_pack.py _build/course
 
 full: $(STAMP)  ## the larger REPRO_SCALE=full sweeps (hours on a CPU)
 	REPRO_SCALE=full $(PY) -m pytest notebooks book

@@ -30,6 +30,7 @@ import pandas as pd
 from scipy import optimize, special, stats
 
 from lib import validate
+from lib.data import data_file
 from lib.fit import ChinchillaFit
 from lib.lm import LMConfig, count_params, flops_per_token
 
@@ -520,9 +521,7 @@ def search_architecture(L_pred, throughput, L_target: float, rel_tol: float = 0.
 
 
 # ----------------------------------------------------------------------------- released runs
-MORPH_CSV = (
-    Path(__file__).resolve().parent.parent / "data" / "openlm-morph" / "openlm_morph_runs.csv"
-)
+MORPH_CSV = "openlm-morph/openlm_morph_runs.csv"  # in the data folder (lib.data)
 
 
 def load_openlm_morph(path=None) -> pd.DataFrame:
@@ -532,7 +531,7 @@ def load_openlm_morph(path=None) -> pd.DataFrame:
     et al. 2025 count them; D: training tokens; x = d / sqrt(N); size: the nominal size of the
     variant's group in parameters with embeddings, which that study held fixed.
     """
-    path = MORPH_CSV if path is None else Path(path)
+    path = data_file(MORPH_CSV) if path is None else Path(path)
     runs = pd.read_csv(path)
     missing = {"params", "vocab_size", "d_model", "tokens", "size_group", "loss"} - set(runs)
     if missing:

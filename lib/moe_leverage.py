@@ -24,9 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from lib import validate
+from lib.data import data_file
 from lib.fit import bootstrap_ci, r2_score
-
-DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "clark2022"
 
 
 # ----------------------------------------------------------------------------- the joint law
@@ -431,7 +430,7 @@ def load_clark_curves(path: Path | None = None):
     """
     import pandas as pd  # local import keeps `import lib.moe_leverage` light
 
-    path = DATA_DIR / "curves.csv.gz" if path is None else Path(path)
+    path = data_file("clark2022/curves.csv.gz") if path is None else Path(path)
     if not path.is_file():
         raise ValueError(f"path={str(path)!r} does not exist; pass the Clark et al. curves file")
     runs = pd.read_csv(path)

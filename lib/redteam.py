@@ -30,6 +30,7 @@ import numpy as np
 from scipy import special, stats
 
 from lib import validate
+from lib.data import data_file
 
 N_INPUT = 16  # dimension of a "request" x
 N_HIDDEN = 32  # teacher hidden units: 0-15 feed harm and concepts 1-4, 16-31 feed concepts 5-8
@@ -61,7 +62,6 @@ SAFETY_HARM_WEIGHT = 10.0  # the "Llama-2" targets: harm loss weighted 10x
 PANFILOV2025_MEDIAN = {"w": 1.73, "b": -0.79}
 # The authors' code adds a "Direct Query" pseudo-attacker at MMLU-Pro 0.1109 (10-option chance).
 PANFILOV2025_DIRECT_QUERY_MMLU_PRO = 0.1109
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
 
 def _seed(name: str, value) -> int:
@@ -819,7 +819,7 @@ def load_obsscaling(column: str, path: Path | None = None):
     """A score of ObsScaling's base models (Ruan et al. 2024): "MMLU" (5-shot, Open LLM
     Leaderboard v1) or "leaderboard_mmlu_pro" (v2). Returns a Series indexed by model."""
     column = validate.choice("column", column, OBSSCALING_FILES)
-    path = Path(path) if path else DATA_DIR / "obsscaling" / OBSSCALING_FILES[column]
+    path = Path(path) if path else data_file(f"obsscaling/{OBSSCALING_FILES[column]}")
     table = _csv(path)
     return table.set_index("Model")[column]
 
@@ -827,7 +827,7 @@ def load_obsscaling(column: str, path: Path | None = None):
 def load_jailbreakbench(path: Path | None = None):
     """JailbreakBench's per-behaviour outcomes (Chao et al. 2024): one row per attack, target
     model and behaviour, with `jailbroken` (0/1, the benchmark's judge) and `attacker_model`."""
-    return _csv(Path(path) if path else DATA_DIR / "jailbreakbench" / "jbb_behaviors.csv")
+    return _csv(Path(path) if path else data_file("jailbreakbench/jbb_behaviors.csv"))
 
 
 def jbb_capabilities(models) -> dict[str, tuple[float, str]]:

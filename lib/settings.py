@@ -178,6 +178,20 @@ def _writable_folder(path: Path) -> None:
         raise _Invalid(f"cannot be created in {str(path.parent)!r} ({err.strerror})") from None
 
 
+def _data_folder(value: str) -> Path:
+    path = Path(value)
+    if "\0" in value or not path.is_absolute():
+        raise _Invalid("is not an absolute path (a relative one would depend on where the kernel "
+                       "starts)")  # fmt: skip
+    try:
+        found = (path / "README.md").is_file()
+    except OSError as err:  # an over-long name, a place that cannot be searched
+        raise _Invalid(f"cannot be read as a folder ({err.strerror})") from None
+    if not found:
+        raise _Invalid("is not a data folder (it lacks README.md, the data's provenance file)")
+    return path
+
+
 SETTINGS: dict[str, Setting] = {
     s.name: s
     for s in (
@@ -208,6 +222,12 @@ SETTINGS: dict[str, Setting] = {
             _folder,
         ),  # fmt: skip
         Setting("REPRO_SANDBOX_NONE", "refuse", "pass allow or refuse", _word(("refuse", "allow"))),
+        Setting(
+            "REPRO_DATA_DIR",
+            None,
+            "pass the absolute path of the book's data/ folder (a clone's or the course pack's)",
+            _data_folder,
+        ),  # fmt: skip
     )
 }
 

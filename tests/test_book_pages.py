@@ -282,3 +282,25 @@ def test_scorecard_tables_fit_the_content_column(server, browser):
         assert not clipped, f"tables wider than the content column, cut off: {clipped}"
     finally:
         page.close()
+
+
+def test_chapters_offer_their_notebook_and_the_teachers_page_the_pack(server, browser):
+    """Each chapter's download menu lists the course pack's .ipynb (book/_ext/course_downloads.py)
+    and it downloads as a notebook; the teachers' page links the pack's zip, which downloads."""
+    for chapter in toc_chapters():
+        page, _ = open_page(browser, f"{server}/notebooks/{chapter}.html")
+        try:
+            link = page.locator(f'a[href$="_sources/notebooks/{chapter}.ipynb"]')
+            assert link.count() >= 1, f"{chapter}: no .ipynb in the download menu"
+            response = page.request.get(f"{server}/notebooks/{link.first.get_attribute('href')}")
+            assert response.ok and '"nbformat": 4' in response.text(), f"{chapter}: bad .ipynb"
+        finally:
+            page.close()
+    page, _ = open_page(browser, f"{server}/book/teaching.html")
+    try:
+        link = page.locator('a[href$="scaling-reproduced-course.zip"]')
+        assert link.count() >= 1, "the teachers' page does not link the course pack"
+        response = page.request.get(f"{server}/book/{link.first.get_attribute('href')}")
+        assert response.ok and response.body()[:2] == b"PK", "the course pack does not download"
+    finally:
+        page.close()

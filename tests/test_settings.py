@@ -27,7 +27,7 @@ def env(monkeypatch):
 
 def test_defaults_and_good_values(env, tmp_path):
     assert [settings.get(n) for n in settings.SETTINGS] == [
-        "quick", 0, None, "loky", None, None, "refuse"
+        "quick", 0, None, "loky", None, None, "refuse", None
     ]  # fmt: skip
     good = {"REPRO_SCALE": ("full", "full"), "REPRO_SEED": ("4294967295", 2**32 - 1),
             "REPRO_WORKERS": ("3", 3), "REPRO_RESULTS_DIR": (str(tmp_path / "new"),

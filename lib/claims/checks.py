@@ -599,7 +599,7 @@ def _in_kernel() -> bool:
 def _glue(name: str, value: str) -> None:
     """Glue a value for the book's prose ({glue:text}`name`) when running in a kernel."""
     if _in_kernel():
-        from myst_nb import glue
+        from lib.glue import glue
 
         glue(name, value, display=False)
 
