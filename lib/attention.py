@@ -351,6 +351,8 @@ class ClusterLayer:
     lam_in: float  # collapse metric over pairs within a cluster
     lam_out: float  # collapse metric over pairs across clusters
     entropy: float  # Shannon entropy of a query's attention (nats), as in `attention_entropy`
+    own_share: float  # share of the non-self attention on the rest of the query's cluster
+    spread: float  # effective number of non-self keys, exp(entropy of A_ij, j != i), over n
 
 
 def explicit_clusters(n: int, cluster_size: int, rho_in: float, rho_out: float) -> np.ndarray:
@@ -397,7 +399,40 @@ def cluster_exact(
     norm_sq = u**2 + 2 * u * v * own + v**2 * s * own + common
     across = u**2 * rho_out + 2 * u * v * s * rho_out + v**2 * s**2 * rho_out + common
     lam_out = (norm_sq - across) / (norm_sq * (1 - rho_out))
-    return ClusterLayer(float(a), float(a + rest_w), float(u**2 / norm_sq), float(lam_out), entropy)
+    # the non-self attention, renormalised: rest_w / (1 - a) on s - 1 keys, out_w / (1 - a) on n - s
+    log_rest = special.logsumexp(logw[1:])
+    own, log_p = np.exp(logw[1] - log_rest), logw[1:] - log_rest - np.log([s - 1, n - s])
+    spread = math.exp(-float(np.dot([own, 1 - own], log_p))) / n
+    return ClusterLayer(float(a), float(a + rest_w), float(u**2 / norm_sq), float(lam_out), entropy,
+                        float(own), spread)  # fmt: skip
+
+
+def cluster_attention(X, labels, betas, m: int | None = None) -> np.ndarray:
+    """Where the first m queries attend, at each beta: shape (len(betas), 3), means over rows of
+
+    column 0, the self-weight A_ii; column 1, the share of the non-self attention that falls on
+    the rest of the query's cluster, sum_{j != i, c(j) = c(i)} A_ij / (1 - A_ii); column 2, the
+    effective number of non-self keys over n, exp(H_i) / n with H_i the entropy of A_ij / (1 -
+    A_ii) over j != i. Sparse, content-adaptive attention has columns 1 -> 1 and 2 -> 0.
+    """
+    X, betas = _tokens(X), _betas(betas)
+    labels = validate.integer_array("labels", labels, ndim=1)
+    validate.same_length(X=X, labels=labels)
+    _, G = _query_cosines(X, m)
+    rows = np.arange(G.shape[0])
+    own = labels[rows, None] == labels[None, :]
+    own[rows, rows] = False
+
+    def shares(beta: float) -> np.ndarray:
+        z = beta * G
+        self_w = special.softmax(z, axis=1)[rows, rows]
+        z[rows, rows] = -np.inf  # the non-self attention: drop the query itself
+        p = special.softmax(z, axis=1)
+        entropy = special.logsumexp(z, axis=1) - np.sum(p * np.where(p > 0, z, 0.0), axis=1)
+        return np.array([self_w.mean(), np.sum(p * own, axis=1).mean(),
+                         np.mean(np.exp(entropy)) / X.shape[0]])  # fmt: skip
+
+    return np.array([shares(b) for b in betas])
 
 
 def exact_window_edges(

@@ -130,6 +130,27 @@ def test_cluster_exact_matches_explicit_clusters(beta):
     assert entropy == pytest.approx(exact.entropy, abs=1e-12)
 
 
+@pytest.mark.parametrize("beta", [0.0, 4.0, 12.0, 40.0])
+def test_cluster_attention_matches_exact_two_level_and_brute_force(beta):
+    n, s, rho_in, rho_out = 30, 5, 0.75, 0.25
+    Y, labels = at.explicit_clusters(n, s, rho_in, rho_out), np.arange(n) % (n // s)
+    exact = at.cluster_exact(n, s, rho_in, rho_out, beta)
+    self_w, own, spread = at.cluster_attention(Y, labels, [beta])[0]
+    A = np.exp(beta * (Y @ Y.T))
+    A /= A.sum(axis=1, keepdims=True)
+    P = A - np.diag(np.diag(A))
+    P /= P.sum(axis=1, keepdims=True)  # the non-self attention of every query
+    mates = (labels[:, None] == labels[None, :]) & ~np.eye(n, dtype=bool)
+    brute_spread = np.mean(np.exp(-np.sum(P * np.log(np.where(P > 0, P, 1.0)), axis=1))) / n
+    assert self_w == pytest.approx(exact.self_share, abs=1e-12)
+    assert own == pytest.approx(np.mean(np.sum(P * mates, axis=1)), abs=1e-12)
+    assert own == pytest.approx(exact.own_share, abs=1e-12)
+    assert spread == pytest.approx(brute_spread, abs=1e-12)
+    assert spread == pytest.approx(exact.spread, abs=1e-12)
+    if beta == 0.0:  # uniform attention: the cluster's share of the others, all n - 1 keys
+        assert own == pytest.approx((s - 1) / (n - 1)) and spread == pytest.approx((n - 1) / n)
+
+
 def test_attention_entropy_limits():
     """Uniform attention at beta = 0 has entropy log n; a huge beta attends to the query only."""
     X = at.make_tokens(200, 64, 0.5, seed=2)
