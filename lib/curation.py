@@ -199,6 +199,38 @@ def matched_bands(rule: Rule, rho_g: float, core: float, start: Sequence[float])
     return band_rule(edges(fit.x))
 
 
+CONSTANT_NAMES = ("p", "gamma", "beta", "beta_tilde")  # Theorem 1's constants, in this order
+
+
+def mismatched_bands(rule: Rule, rho_g: float, constant: str, factor: float,
+                     start: Sequence[float]) -> Rule:  # fmt: skip
+    """A rule [0, e0] u [e1, e2] u [e3, e4] whose Theorem 1 constants equal `rule`'s except
+    `constant` (one of CONSTANT_NAMES), which is `factor` times `rule`'s: three matched, one not.
+
+    Solves the 4 equations for the 5 edges by least squares from `start` (5 increasing edges,
+    kept increasing as cumulative exponentials); raises if no exact solution is found there.
+    """
+    _instance("rule", rule, Rule)
+    validate.choice("constant", constant, CONSTANT_NAMES)
+    factor = validate.real("factor", factor, low=0.0, low_open=True)
+    start = validate.array("start", start, positive=True)
+    if start.size != 5 or np.any(np.diff(start) <= 0):
+        raise ValueError(f"start must be 5 increasing edges > 0, got {start}")
+    target = _constants_vector(rule, rho_g)
+    target[CONSTANT_NAMES.index(constant)] *= factor
+    edges = lambda z: (0.0, *np.cumsum(np.exp(z)).tolist())  # noqa: E731
+    misfit = lambda z: _constants_vector(band_rule(edges(z)), rho_g) / target - 1  # noqa: E731
+    fit = least_squares(misfit, np.log(np.diff(start, prepend=0.0)), xtol=1e-15, ftol=1e-15,
+                        gtol=1e-15)  # fmt: skip
+    if np.abs(fit.fun).max() > 1e-9 or np.diff(edges(fit.x)).min() < MIN_BAND:
+        raise ValueError(
+            f"no rule of three bands (widths and gaps >= {MIN_BAND}) has {rule}'s constants with "
+            f"{constant} x {factor} at rho_g={rho_g} from start {tuple(start)} (relative "
+            f"residual {np.abs(fit.fun).max():.1e}); try another factor or start"
+        )
+    return band_rule(edges(fit.x))
+
+
 @dataclass(frozen=True)
 class KeptMoments:
     """Moments of kept samples in the basis (w_o, u): kept fraction p, M (2, 2) and b (2,).
@@ -594,6 +626,27 @@ def simulate_replicates(cells: Sequence[Cell], d: int, seeds: Sequence[int]) -> 
     if len(counts) != 1:
         raise ValueError(f"every cell must have the same number of rules, got {sorted(counts)}")
     return np.array([simulate_cells(cells, d, seed) for seed in seeds])
+
+
+def simulate_oracle_relabel(
+    n: int, d: int, lam: float, rho0: float, rho_star: float, rounds: int, seed
+) -> np.ndarray:
+    """The rival of curation in self-training: each round labels fresh data with the oracle
+    itself, y = sign(x.w_o), and fits ridge on all of it; errors (rounds+1,), round 0 = the
+    first generator's error. Directions are drawn as in `simulate_collapse` (same seed, same
+    w*, w_o)."""
+    n = validate.integer("n", n, minimum=1)
+    _, d, lam = _sizes(n, d, lam)
+    rounds = validate.integer("rounds", rounds, minimum=1)
+    rng = np.random.default_rng(_seed(seed))
+    w_star, w_gen, w_o = make_directions(independent_errors(rho0, rho_star), d, rng)
+    errors = [error_from_cos(w_gen @ w_star)]
+    for _ in range(rounds):
+        X = rng.standard_normal((n, d))
+        y = np.where(X @ w_o >= 0, 1.0, -1.0)
+        w = _ridge(X, y, np.ones(n, dtype=bool), np.array([lam]))[0]
+        errors.append(error_from_cos(w @ w_star / np.linalg.norm(w)))
+    return np.array(errors)
 
 
 def simulate_collapse(

@@ -24,6 +24,7 @@ from lib.curation import (
     kept_moments,
     make_directions,
     matched_bands,
+    mismatched_bands,
     predict_best_lambda,
     predict_collapse,
     predict_error,
@@ -31,6 +32,7 @@ from lib.curation import (
     simulate_cells,
     simulate_collapse,
     simulate_errors,
+    simulate_oracle_relabel,
     simulate_replicates,
     tuned_cell,
 )
@@ -203,6 +205,22 @@ def test_matched_bands_share_the_four_constants_but_not_the_shape():
     )
 
 
+def test_mismatched_bands_match_three_constants_and_miss_the_fourth():
+    target = band_rule((0.3, 0.7, 1.1, 1.9))
+    miss = mismatched_bands(target, 0.95, "gamma", 1.1, (0.1, 0.5, 0.9, 1.3, 1.9))
+    a, b = curation_constants(target, 0.95), curation_constants(miss, 0.95)
+    assert np.allclose([a.p, a.beta, a.beta_tilde], [b.p, b.beta, b.beta_tilde], atol=1e-9)
+    assert b.gamma == pytest.approx(1.1 * a.gamma, rel=1e-9)
+    assert miss.edges[0] == 0.0 and len(miss.edges) == 6
+
+
+def test_oracle_relabel_reaches_the_oracle_error_with_abundant_data():
+    # labels from w_o on 40 000 points in d = 20: the fit tends to w_o, error arccos(rho*)/pi
+    errors = simulate_oracle_relabel(40_000, 20, 1e-6, 0.95, 0.9, 2, 0)
+    assert errors[0] == pytest.approx(math.acos(0.95) / math.pi, abs=1e-12)
+    assert errors[1:] == pytest.approx([math.acos(0.9) / math.pi] * 2, abs=0.01)
+
+
 CELL = Cell(50, GEO, (FULL,), (0.1,))
 X4, Y4, KEEP4 = np.ones((4, 2)), np.ones(4), np.ones(4, dtype=bool)
 
@@ -225,6 +243,12 @@ BAD_CALLS = [
     (lambda: matched_bands(Rule("keep_hard", 0.5), 0.95, 0.1, (0.5, 0.9, 1.3, 1.9)), ValueError,
      "no rule"),
     (lambda: matched_bands(FULL, 0.95, 0.1, (0.5, 0.9, 1.3, 1.9)), ValueError, "no rule"),
+    (lambda: mismatched_bands(FULL, 0.95, "delta", 1.1, (0.1, 0.5, 0.9, 1.3, 1.9)), ValueError,
+     "constant must be one of"),
+    (lambda: mismatched_bands(FULL, 0.95, "p", 1.1, (0.1, 0.5, 0.9, 1.3)), ValueError,
+     "5 increasing edges"),
+    (lambda: mismatched_bands(FULL, 0.95, "p", 1.1, (0.1, 0.5, 0.9, 1.3, 1.9)), ValueError,
+     "no rule of three bands"),
     (lambda: Geometry(0.9, 1.0, 0.9), ValueError, "rho_star must lie in"),
     (lambda: Geometry("0.9", 0.9, 0.9), TypeError, "rho must be a real number"),
     (lambda: Geometry(0.0, 0.99, 0.99), ValueError, "not realisable"),
