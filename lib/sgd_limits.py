@@ -169,13 +169,21 @@ def _overlaps(m0, rows: int, bound: float) -> np.ndarray:
     return np.broadcast_to(m0, (rows,))
 
 
+def uniform_overlaps(seed: int, N: int, rows: int) -> np.ndarray:
+    """Overlaps <x, v> of `rows` points drawn uniformly on the unit sphere in dimension N,
+    (rows,), about N(0, 1) / sqrt(N): the start the simulators draw for m0=None with this seed."""
+    seed = validate.integer("seed", seed, minimum=0)
+    N, rows = validate.integer("N", N, minimum=2), validate.integer("rows", rows, minimum=1)
+    gen = np.random.default_rng([seed, 1])  # a stream apart from the steps' noise
+    z1 = gen.standard_normal(rows)
+    return z1 / np.sqrt(z1**2 + gen.chisquare(N - 1, rows))
+
+
 def _start(gen_seed: int, N: int, rows: int, m0, R0: float = 1.0) -> np.ndarray:
     """Frame coordinates (rows, 4) of a start with overlaps m0 (rows,) and squared norm R0;
     m0=None draws x uniformly on the sphere of radius sqrt(R0) (overlap ~ N(0, 1) / sqrt(N))."""
     if m0 is None:
-        gen = np.random.default_rng([gen_seed, 1])  # a stream apart from the steps' noise
-        z1 = gen.standard_normal(rows)
-        m0 = math.sqrt(R0) * z1 / np.sqrt(z1**2 + gen.chisquare(N - 1, rows))
+        m0 = math.sqrt(R0) * uniform_overlaps(gen_seed, N, rows)
     x = np.zeros((rows, FRAME))
     x[:, 0] = m0
     x[:, 1] = np.sqrt(np.maximum(R0 - x[:, 0] ** 2, 0.0))
@@ -470,3 +478,36 @@ def linear_crossover(sigma: float) -> float:
         return linear_error_fixed_point(c, sigma) - linear_error_fixed_point(c, sigma, True)
 
     return brentq(gap, 1e-6, 2 - 1e-9)
+
+
+# ----------------------------------------------------------------------------- admissible range
+
+
+def admissible_edge(c_grid, overlap, theta: float) -> tuple[float, int]:
+    """Edge of the admissible steps: the largest c before the first run that misses theta.
+
+    c_grid: increasing step constants (G,); overlap: the final overlap of a run at each (G,),
+    or (rows, G) for several curves. A step is admissible when its run ends at overlap >= theta;
+    the edge is the first step that is not, interpolated in log c between it and the step before
+    (linear in the overlap). Returns (edge, censored) per curve: censored -1 when the first step
+    already misses theta (edge = c_grid[0]), +1 when none does (edge = c_grid[-1]), else 0.
+    """
+    c = _numbers("c_grid", c_grid, positive=True)
+    if c.ndim != 1 or c.size < 2 or np.any(np.diff(c) <= 0):
+        raise ValueError(f"c_grid must be an increasing 1-D grid of 2 or more steps, got {c!r}")
+    o = np.atleast_2d(np.asarray(overlap, dtype=float))
+    if o.shape[-1] != c.size:
+        raise ValueError(f"overlap must have {c.size} values per curve (one per step of "
+                         f"c_grid), got shape {np.shape(overlap)}")  # fmt: skip
+    theta = validate.real("theta", theta)
+    miss = ~(o >= theta)  # a NaN overlap (a diverged run) misses
+    first = np.where(miss.any(1), miss.argmax(1), c.size)
+    censored = np.where(first == 0, -1, np.where(first == c.size, 1, 0))
+    i = np.clip(first, 1, c.size - 1)
+    before, after = o[np.arange(len(o)), i - 1], np.nan_to_num(o[np.arange(len(o)), i])
+    share = np.clip((before - theta) / np.maximum(before - after, 1e-12), 0.0, 1.0)
+    log_c = np.log(c[i - 1]) + share * (np.log(c[i]) - np.log(c[i - 1]))
+    edge = np.where(censored == -1, c[0], np.where(censored == 1, c[-1], np.exp(log_c)))
+    if np.ndim(overlap) == 1:
+        return float(edge[0]), int(censored[0])
+    return edge, censored

@@ -104,6 +104,8 @@ def test_uniform_start_has_the_overlap_law_of_a_uniform_point():
     tr = S.simulate_tensor_pca(50, 2, 1.0, [0.1] * 4000, s_max=0.02, n_save=2, seed=1)
     assert tr.m[0].var() == pytest.approx(1 / 50, rel=0.08)
     assert np.all(tr.R[0] == pytest.approx(1.0))
+    # uniform_overlaps gives the very starts the simulator draws for the same seed
+    np.testing.assert_array_equal(S.uniform_overlaps(1, 50, 4000), tr.m[0])
 
 
 # ----------------------------------------------------------------------------- closed forms
@@ -344,3 +346,25 @@ BAD_CALLS = [
 def test_bad_calls_raise_clear_errors(call, error, message):
     with pytest.raises(error, match=message):
         call()
+
+
+def test_admissible_edge_interpolates_the_first_miss_in_log_c():
+    c = np.array([1.0, 2.0, 4.0, 8.0])
+    # overlap 0.9, 0.7, 0.3, 0.1: theta = 0.5 is crossed halfway between c = 2 and c = 4
+    assert S.admissible_edge(c, [0.9, 0.7, 0.3, 0.1], 0.5) == pytest.approx((2 * math.sqrt(2), 0))
+    # a later recovery does not count: the edge is before the first miss; NaN (diverged) misses
+    assert S.admissible_edge(c, [0.9, 0.4, 0.9, 0.9], 0.5)[0] == pytest.approx(2**0.8)
+    assert S.admissible_edge(c, [0.9, NAN, 0.9, 0.9], 0.5)[0] == pytest.approx(2 ** (0.4 / 0.9))
+    # censored at either end
+    assert S.admissible_edge(c, [0.4, 0.3, 0.2, 0.1], 0.5) == (1.0, -1)
+    assert S.admissible_edge(c, [0.9, 0.8, 0.7, 0.6], 0.5) == (8.0, 1)
+    edges, censored = S.admissible_edge(c, [[0.9, 0.7, 0.3, 0.1], [0.4, 0.3, 0.2, 0.1]], 0.5)
+    np.testing.assert_allclose(edges, [2 * math.sqrt(2), 1.0])
+    np.testing.assert_array_equal(censored, [0, -1])
+
+
+def test_admissible_edge_rejects_a_bad_grid():
+    with pytest.raises(ValueError, match="increasing"):
+        S.admissible_edge([2.0, 1.0], [0.9, 0.1], 0.5)
+    with pytest.raises(ValueError, match="2 values per curve"):
+        S.admissible_edge([1.0, 2.0], [0.9, 0.5, 0.1], 0.5)
