@@ -42,6 +42,9 @@ XU2025_C_RANGE = (0.0, 1.0)  # 0 <= c < 1
 XU2025_SAMPLES = 100
 # Alg. 1 repeats until no round adds a cluster; this cap is a guard that never binds here.
 MAX_MEANSHIFT_ROUNDS = 100
+# A referee's filter with no clustering: keep the items whose pass rate never falls by more
+# than this between adjacent small models (issue 67 of this book; not from the paper).
+STEADY_MAX_DROP = 0.05
 # Bounds of the Eq. (4) fit on (g, ln a, b, c). c may go negative so that the "0 <= c" rule
 # can reject a cluster at all. A fit that ends on one of these bounds (g's lower bound 0, the
 # chance level of an open-answer benchmark, excepted) has not pinned the law down.
@@ -413,6 +416,29 @@ def loss_route(C, L, acc, C_target, anchor: tuple[float, float] | None = None) -
     return 1 - error_vs_loss(L_hat, *fit_error_vs_loss(L, 1 - acc))
 
 
+def linear_in_log_compute(C, acc, C_target) -> np.ndarray:
+    """The first rival a practitioner tries: the least-squares line acc = u + v log10 C
+    through the small models' (compute, score) points, read at C_target, clipped to [0, 1].
+    C, acc: (n_models,); returns (n_targets,)."""
+    C = validate.array("C", C, positive=True, min_size=2)
+    acc = validate.array("acc", acc, low=0.0, high=1.0, min_size=2)
+    validate.same_length(C=C, acc=acc)
+    C_target = validate.array("C_target", np.atleast_1d(C_target), positive=True)
+    slope, intercept = np.polyfit(np.log10(C), acc, 1)
+    return np.clip(intercept + slope * np.log10(C_target), 0.0, 1.0)
+
+
+def steady_items(P, max_drop: float = STEADY_MAX_DROP) -> np.ndarray:
+    """A filter with no clustering: the active items whose pass rate never falls by more than
+    `max_drop` between adjacent small models. P: (n_items, n_models) ordered by compute;
+    returns (n_items,) bool."""
+    P = validate.array("P", P, ndim=2, low=0.0, high=1.0)
+    max_drop = validate.real("max_drop", max_drop, low=0.0)
+    if P.shape[1] < 2:
+        raise ValueError(f"P must hold at least 2 models (columns), got {P.shape[1]}")
+    return (P.max(axis=1) > 0) & (np.diff(P, axis=1).min(axis=1) >= -max_drop)
+
+
 def gadre_loss_law(N, M, a: float, c: float, b: float, E: float) -> np.ndarray:
     """Gadre et al. 2024's reparametrised law: L(N, M) = E + a N^b + c 6^(b/2) (M N)^b, b < 0.
 
@@ -619,9 +645,11 @@ def compare_methods(P, C, C_target: float, target_P, *, L=None, anchor: Anchor |
 
     P: (n_items, n_small) small models' pass rates; C: (n_small,) compute; target_P: the
     target's true per-item scores; L: (n_small,) validation losses (None: no loss route).
-    Methods: COD (its monotone map, or a linear or isotonic one), the direct Eq. (4) fit, the
-    loss route, "no clustering" (one group of all active items, no filter, COD's map), and the
-    negative control "random clusters" (COD's clusters shuffled; `control=False` skips it);
+    Methods: COD (its monotone map, or a linear or isotonic one), the direct Eq. (4) fit, a
+    line in log compute through the scores ("linear mean"), the loss route, "no clustering"
+    (one group of all active items, no filter, COD's map), and the negative control "random
+    clusters" (COD's clusters shuffled, and a second independent shuffle, "random clusters,
+    second draw", without the anchor; `control=False` skips both);
     each also with the anchor, which may sit nowhere at or above the target's compute. A run
     that keeps no cluster falls back to the largest small model's score ("carry over").
     """
@@ -638,6 +666,10 @@ def compare_methods(P, C, C_target: float, target_P, *, L=None, anchor: Anchor |
     cod = predict_cod(P, C, [C_target], seed=seed, K=K, weights=w)
     shuffled = random_clusters(cod.clustering, active, seed)
     negative = extrapolate_clusters(P, C, [C_target], shuffled, w) if control else None
+    second = None
+    if control:
+        reshuffled = random_clusters(cod.clustering, active, seed + 1)
+        second = extrapolate_clusters(P, C, [C_target], reshuffled, w)
     alone = extrapolate_clusters(P, C, [C_target], one_group(active), w, rule=False)
     pred = {"carry over": float(acc[-1])}
     for suffix, a in (("", None), (" + anchor", anchor)):
@@ -651,10 +683,13 @@ def compare_methods(P, C, C_target: float, target_P, *, L=None, anchor: Anchor |
         pred["no clustering" + suffix] = _or(alone.full_pred(P, P_a), acc[-1])
         xs, ys = (C, acc) if a is None else (np.append(C, a.C), np.append(acc, w @ a.P))
         pred["direct fit" + suffix] = float(fit_cod_law(xs, ys).predict([C_target])[0])
+        pred["linear mean" + suffix] = float(linear_in_log_compute(xs, ys, [C_target])[0])
         if L is not None:
             extra = None if a is None or a.L is None else (a.L, float(w @ a.P))
             pred["loss route" + suffix] = float(loss_route(C, L, acc, [C_target], extra)[0])
     pred["COD, no mapping"] = _or(cod.subset_pred, acc[-1])
+    if second is not None:
+        pred["random clusters, second draw"] = _or(second.full_pred(P), acc[-1])
     return Comparison(float(w @ target_P), pred, cod, negative, target_P)
 
 

@@ -137,6 +137,25 @@ def test_random_clusters_and_one_group_keep_the_shapes():
     assert one.kept.tolist() == [True] and one.subset_mask.sum() == 80
 
 
+def test_linear_in_log_compute_recovers_a_planted_line_and_clips():
+    C = np.array([1.0, 10.0, 100.0])
+    acc = 0.1 + 0.05 * np.log10(C)
+    np.testing.assert_allclose(cod.linear_in_log_compute(C, acc, [1e3, 1e4]), [0.25, 0.30])
+    steep = 0.3 + 0.3 * np.log10(C)  # 0.3, 0.6, 0.9: the line passes 1 before C = 1e3
+    assert cod.linear_in_log_compute(C, steep, 1e3)[0] == 1.0
+
+
+def test_steady_items_drop_what_falls_between_adjacent_models():
+    P = np.array([
+        [0.1, 0.2, 0.3, 0.4],  # rises: kept
+        [0.5, 0.47, 0.6, 0.7],  # falls by 3 pp: kept
+        [0.5, 0.3, 0.6, 0.7],  # falls by 20 pp: dropped
+        [0.0, 0.0, 0.0, 0.0],  # never answered: not active, dropped
+    ])  # fmt: skip
+    assert cod.steady_items(P).tolist() == [True, True, False, False]
+    assert cod.steady_items(P, max_drop=0.25).tolist() == [True, True, True, False]
+
+
 def test_world_items_follow_theorem_1():
     config = cod.WorldConfig((0.5, 0.2, 0.2, 0.1), (0.0, 2.0), (0.5, 0.5), (2.0, 2.0), 0.0,
                              (-1.0, -1.0), 1.0, 0.0, 0.0, 0.3, (1.0, 2.0, 0.5), 0.0)  # fmt: skip
@@ -172,7 +191,8 @@ def test_run_toy_is_reproducible_and_refuses_leaks():
     np.testing.assert_allclose(a.features * 100, np.round(a.features * 100), atol=1e-9)
     r = a.comparison
     assert {"COD", "direct fit + anchor", "loss route", "no clustering", "random clusters",
-            "COD, linear map + anchor", "carry over"} <= set(r.pred)  # fmt: skip
+            "COD, linear map + anchor", "carry over", "linear mean", "linear mean + anchor",
+            "random clusters, second draw"} <= set(r.pred)  # fmt: skip
     assert r.truth == pytest.approx(a.target.P.mean())
     assert np.isfinite(r.subset_error_pp()) == r.cod.predicted
     with pytest.raises(ValueError, match="leaks the answer"):
@@ -229,6 +249,13 @@ P4 = np.full((5, 4), 0.5)
             ValueError,
             "anchor\\[0\\]",
         ),
+        (
+            lambda: cod.linear_in_log_compute([1, 2], [0.1, 0.2, 0.3], [4]),
+            ValueError,
+            "equal lengths",
+        ),
+        (lambda: cod.steady_items(np.full((3, 1), 0.5)), ValueError, "at least 2 models"),
+        (lambda: cod.steady_items(P4, max_drop=-0.1), ValueError, "max_drop must lie in"),
         (lambda: cod.gadre_loss_law([1e6], [20], 1, 1, "b", 1), TypeError, "b must be a real"),
         (lambda: cod.fit_gadre_loss([1.0, -2.0, 3.0, 4.0], [1] * 4, [1] * 4), ValueError, "N must"),
         (lambda: cod.fit_gadre_loss([1, 2, 3], [1] * 3, [1] * 3), ValueError, "at least 4"),
