@@ -584,6 +584,15 @@ def within_target_drop(asr, c_A, c_T, threshold: float = 0.5) -> float:
     return float(side[0].sum() / side[1].sum()) if side[1].sum() > 0 else float("nan")
 
 
+def within_attacker_drop(asr, c_A, c_T, threshold: float = 0.5) -> float:
+    """For a fixed attacker, ASR against targets stronger than it (delta < -threshold) over ASR
+    against targets weaker than it (delta > +threshold): `within_target_drop` seen from the
+    target side. A world where only the attacker matters gives 1; NaN as there."""
+    asr, c_A, c_T = _grid(asr, c_A, c_T)
+    # Rows become targets at capability -c_T, columns attackers at -c_A: the gap stays c_A - c_T.
+    return within_target_drop(asr.T, -c_T, -c_A, threshold)
+
+
 def _folds(n: int, n_folds: int, seed: int) -> list[np.ndarray]:
     return np.array_split(np.random.default_rng(_seed("seed", seed)).permutation(n), n_folds)
 
@@ -592,23 +601,36 @@ def heldout_attackers(asr, c_A, c_T, direct, seed: int, n_folds: int = 2) -> flo
     """Skill of the per-target curves on attackers they were not fitted on.
 
     Attackers are split at random into n_folds; each target's curve logit(ASR) = w_T delta +
-    b_T, with its direct-query row (capability of chance, ASR direct[t]), is fitted on the other
-    folds and predicts the held-out attackers. Skill = 1 - SSE(curve) / SSE(mean), the baseline
-    being that target's mean ASR over the same fitting attackers, pooled over targets and folds.
+    b_T, with its direct-query row (capability of chance, ASR direct[t]; None: no such row), is
+    fitted on the other folds and predicts the held-out attackers. Skill = 1 - SSE(curve) /
+    SSE(mean), the baseline being that target's mean ASR over the same fitting attackers, pooled
+    over targets and folds.
     """
     asr, c_A, c_T = _grid(asr, c_A, c_T)
-    direct = validate.array("direct", direct, low=0.0, high=1.0)
-    validate.same_length(c_T=c_T, direct=direct)
+    if direct is not None:
+        direct = validate.array("direct", direct, low=0.0, high=1.0)
+        validate.same_length(c_T=c_T, direct=direct)
     n_folds = validate.integer("n_folds", n_folds, minimum=2, maximum=len(c_A) // 2)
     sse, c0 = np.zeros(2), capability(CHANCE)
     for test in _folds(len(c_A), n_folds, seed):
         fit = np.setdiff1d(np.arange(len(c_A)), test)
         for t in range(len(c_T)):
-            curve = fit_curve(np.r_[c_A[fit], c0] - c_T[t], np.r_[asr[fit, t], direct[t]])
+            x, y_fit = c_A[fit] - c_T[t], asr[fit, t]
+            if direct is not None:
+                x, y_fit = np.r_[x, c0 - c_T[t]], np.r_[y_fit, direct[t]]
+            curve = fit_curve(x, y_fit)
             y = asr[test, t]
             sse += [np.sum((y - curve.predict(c_A[test] - c_T[t])) ** 2),
                     np.sum((y - asr[fit, t].mean()) ** 2)]  # fmt: skip
     return float(1 - sse[0] / sse[1])
+
+
+def heldout_targets(asr, c_A, c_T, seed: int, n_folds: int = 2) -> float:
+    """Skill of the per-attacker curves logit(ASR) = w_A delta + b_A on targets they were not
+    fitted on, against each attacker's mean ASR: `heldout_attackers` seen from the target side
+    (no direct-query row: no target sits at a known capability)."""
+    asr, c_A, c_T = _grid(asr, c_A, c_T)
+    return heldout_attackers(asr.T, -c_T, -c_A, None, seed, n_folds)
 
 
 def heldout_r2(asr, c_A, c_T, seed: int, n_folds: int = 3) -> dict[str, float]:
@@ -695,10 +717,14 @@ def pool_stats(asr, c_A, c_T, direct, seed: int) -> dict[str, float]:
     c_a, c_t, y = pairs(asr, c_A, c_T)
     alpha, beta, _ = fit_pair_model("free", c_a, c_t, y)
     curve = fit_curve(c_a - c_t, y)
-    folds, attackers = map(int, np.random.SeedSequence(_seed("seed", seed)).generate_state(2))
+    folds, attackers, targets = map(
+        int, np.random.SeedSequence(_seed("seed", seed)).generate_state(3)
+    )
     return {
         "drop": within_target_drop(asr, c_A, c_T),
+        "drop_attacker": within_attacker_drop(asr, c_A, c_T),
         "skill": heldout_attackers(asr, c_A, c_T, direct, attackers),
+        "skill_targets": heldout_targets(asr, c_A, c_T, targets),
         "imbalance": float((alpha + beta) / (alpha - beta)), "alpha": alpha, "beta": beta,
         "w": curve.w, "b": curve.b,
         **{f"r2_{m}": v for m, v in heldout_r2(asr, c_A, c_T, folds).items()},

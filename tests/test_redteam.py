@@ -159,6 +159,27 @@ def test_fits_recover_planted_gap_model():
     assert r2["gap"] > r2["attacker"] and r2["gap"] > r2["target"]
     direct = special.expit(1.7 * (rt.capability(rt.CHANCE) - c_T) - 0.8)  # on the planted curve
     assert rt.heldout_attackers(asr, c_A, c_T, direct, seed=3) == pytest.approx(1.0, abs=1e-9)
+    assert rt.heldout_attackers(asr, c_A, c_T, None, seed=3) == pytest.approx(1.0, abs=1e-9)
+    assert rt.heldout_targets(asr, c_A, c_T, seed=3) == pytest.approx(1.0, abs=1e-9)
+
+
+def test_target_side_statistics_transpose_the_attacker_side():
+    asr, c_A, c_T = _planted(n_beh=200)
+    # Swapping the roles (targets at -c_T attacked by attackers at -c_A) keeps every gap.
+    assert rt.within_attacker_drop(asr, c_A, c_T) == pytest.approx(
+        rt.within_target_drop(asr.T, -c_T, -c_A), abs=1e-12)  # fmt: skip
+    assert rt.heldout_targets(asr, c_A, c_T, seed=5) == pytest.approx(
+        rt.heldout_attackers(asr.T, -c_T, -c_A, None, seed=5), abs=1e-12)  # fmt: skip
+    assert rt.within_attacker_drop(asr, c_A, c_T) < 0.5
+    # Known answers: where only the attacker matters, a fixed attacker does alike against every
+    # target (ratio 1) and its curve predicts new targets no better than its mean; where only
+    # the target matters, the same holds within a target.
+    attacker_only, c_A, c_T = _planted(alpha=1.7, beta=0.0)
+    assert rt.within_attacker_drop(attacker_only, c_A, c_T) == pytest.approx(1.0, abs=1e-12)
+    assert rt.within_target_drop(attacker_only, c_A, c_T) < 0.5
+    target_only, c_A, c_T = _planted(alpha=0.0, beta=-1.7)
+    assert rt.within_target_drop(target_only, c_A, c_T) == pytest.approx(1.0, abs=1e-12)
+    assert rt.within_attacker_drop(target_only, c_A, c_T) < 0.5
 
 
 def test_separate_coefficients_see_a_target_dominated_world():
@@ -191,6 +212,9 @@ def test_one_sided_surrogates_remove_the_other_side():
 
     target, attacker = mean_stats("target"), mean_stats("attacker")
     assert target["drop"] == pytest.approx(1.0, abs=0.05)  # no attacker effect left
+    assert attacker["drop_attacker"] == pytest.approx(1.0, abs=0.05)  # no target effect left
+    assert target["drop_attacker"] < 0.5 and attacker["drop"] < 0.5  # each keeps its own side
+    assert target["skill"] < 0.1 and attacker["skill_targets"] < 0.1
     assert abs(target["rho_attacker"]) < 0.15 and target["imbalance"] < -0.9
     assert abs(attacker["rho_fixed"]) < 0.15 and attacker["imbalance"] > 0.9
     fake, direct = rt.surrogate(asr, c_A, c_T, "target", 100, 0)
