@@ -188,14 +188,20 @@ def matched_bands(rule: Rule, rho_g: float, core: float, start: Sequence[float])
     target = _constants_vector(rule, rho_g)
     edges = lambda z: (0.0, core, *(core + np.cumsum(np.exp(z))).tolist())  # noqa: E731
     misfit = lambda z: _constants_vector(band_rule(edges(z)), rho_g) - target  # noqa: E731
-    fit = least_squares(misfit, np.log(np.diff(start, prepend=core)), xtol=1e-15, ftol=1e-15,
-                        gtol=1e-15)  # fmt: skip
-    if np.abs(fit.fun).max() > 1e-9 or np.diff(edges(fit.x)).min() < MIN_BAND:
-        raise ValueError(
-            f"no rule [0, {core}] + two bands (widths and gaps >= {MIN_BAND}) matches {rule} "
-            f"at rho_g={rho_g} from start {tuple(start)} (residual "
-            f"{np.abs(fit.fun).max():.1e}); try other start edges or another core"
-        )
+    failure = f"no rule [0, {core}] + two bands matches {rule} at rho_g={rho_g} from {start}"
+    return _solve_edges(misfit, edges, np.log(np.diff(start, prepend=core)), failure,
+                        "try other start edges or another core")  # fmt: skip
+
+
+def _solve_edges(misfit, edges, z0: np.ndarray, failure: str, remedy: str) -> Rule:
+    """The band rule at edges(z) for the z that solves misfit(z) = 0 by least squares from z0;
+    ValueError (`failure`, the residual, `remedy`) if no exact solution whose band widths and
+    gaps are all at least MIN_BAND is found there."""
+    fit = least_squares(misfit, z0, xtol=1e-15, ftol=1e-15, gtol=1e-15)
+    residual = np.abs(fit.fun).max()
+    if residual > 1e-9 or np.diff(edges(fit.x)).min() < MIN_BAND:
+        raise ValueError(f"{failure} with widths and gaps >= {MIN_BAND} (residual "
+                         f"{residual:.1e}); {remedy}")  # fmt: skip
     return band_rule(edges(fit.x))
 
 
@@ -220,15 +226,10 @@ def mismatched_bands(rule: Rule, rho_g: float, constant: str, factor: float,
     target[CONSTANT_NAMES.index(constant)] *= factor
     edges = lambda z: (0.0, *np.cumsum(np.exp(z)).tolist())  # noqa: E731
     misfit = lambda z: _constants_vector(band_rule(edges(z)), rho_g) / target - 1  # noqa: E731
-    fit = least_squares(misfit, np.log(np.diff(start, prepend=0.0)), xtol=1e-15, ftol=1e-15,
-                        gtol=1e-15)  # fmt: skip
-    if np.abs(fit.fun).max() > 1e-9 or np.diff(edges(fit.x)).min() < MIN_BAND:
-        raise ValueError(
-            f"no rule of three bands (widths and gaps >= {MIN_BAND}) has {rule}'s constants with "
-            f"{constant} x {factor} at rho_g={rho_g} from start {tuple(start)} (relative "
-            f"residual {np.abs(fit.fun).max():.1e}); try another factor or start"
-        )
-    return band_rule(edges(fit.x))
+    return _solve_edges(misfit, edges, np.log(np.diff(start, prepend=0.0)),
+                        f"no rule of three bands has {rule}'s constants with {constant} x "
+                        f"{factor} at rho_g={rho_g} from start {tuple(start)}",
+                        "try another factor or start")  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -138,11 +138,16 @@ def _scheduler(value: str) -> str:
     return value
 
 
+def _absolute(value: str, why: str) -> Path:
+    """`value` as a Path if it is an absolute path without NUL bytes, else _Invalid saying `why`
+    a relative one would be wrong."""
+    if "\0" in value or not Path(value).is_absolute():
+        raise _Invalid(f"is not an absolute path ({why})")
+    return Path(value)
+
+
 def _folder(value: str) -> Path:
-    path = Path(value)
-    if "\0" in value or not path.is_absolute():
-        raise _Invalid("is not an absolute path (chapters run in notebooks/, so a relative path "
-                       "would land there)")  # fmt: skip
+    path = _absolute(value, "chapters run in notebooks/, so a relative path would land there")
     try:
         _writable_folder(path)
     except OSError as err:
@@ -179,10 +184,7 @@ def _writable_folder(path: Path) -> None:
 
 
 def _data_folder(value: str) -> Path:
-    path = Path(value)
-    if "\0" in value or not path.is_absolute():
-        raise _Invalid("is not an absolute path (a relative one would depend on where the kernel "
-                       "starts)")  # fmt: skip
+    path = _absolute(value, "a relative one would depend on where the kernel starts")
     try:
         found = (path / "README.md").is_file()
     except OSError as err:  # an over-long name, a place that cannot be searched
