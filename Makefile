@@ -31,8 +31,15 @@ format: $(STAMP)  ## apply ruff's formatting everywhere, the notebooks' code cel
 	$(NBRUFF) --pipe "$(RUFF) check --fix-only --quiet $(RUFFCFG) {}" $(NOTEBOOKS)
 	$(NBRUFF) --pipe "$(RUFF) format --quiet $(RUFFCFG) {}" $(NOTEBOOKS)
 
+# Two pytest workers, one per core, each running a whole notebook (or test file) at a time on one
+# core: REPRO_WORKERS=1 runs a chapter's jobs in its kernel (their results do not depend on the
+# worker count), OMP_NUM_THREADS=1 keeps torch and BLAS to one thread. Two chapters side by side
+# use the cores better than one chapter on both. The tests that read this run's summaries (the
+# scorecard's among them) run after every chapter has written its own.
 test: lint  ## lib's unit tests, every chapter under nbval, then the book from those executions
-	$(PY) -m pytest
+	REPRO_WORKERS=1 OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder \
+	    --summary-readers skip
+	$(PY) -m pytest --summary-readers only
 	$(MAKE) course  # the book offers the pack's notebooks for download
 	$(BUILD)
 	$(PY) -m pytest -m browser tests/test_book_pages.py tests/test_lab.py

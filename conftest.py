@@ -10,6 +10,8 @@ from tests.harness import (  # noqa: F401  pytest finds hooks by name in this mo
     pytest_addoption,
     pytest_collect_file,
     pytest_collection_modifyitems,
+    pytest_ignore_collect,
+    pytest_runtest_logreport,
     pytest_sessionstart,
     pytest_terminal_summary,
 )

@@ -12,6 +12,12 @@ start, 5 s for a cell's output) are raised to match. Once a cell fails, the note
 cells are skipped. Tests that read the chapters'
 summaries (tests/test_scorecard.py) run after the notebooks, so they see this run's summaries.
 
+Under pytest-xdist (`make test` runs `-n 2 --dist loadfile`) a notebook's cells stay on one
+worker and the notebooks are handed out first, the largest budget first, so that two chapters
+share the two cores instead of one chapter's serial cells leaving a core idle. Order between
+workers is not guaranteed, so `make test` runs the tests that read summaries after, in a
+second pass (`--summary-readers skip`, then `only`).
+
 One execution serves the tests and the book: when a notebook passes at the default settings
 (REPRO_SCALE=quick, REPRO_SEED=0), its outputs are written into the jupyter-cache that the book
 build reads (`_build/.jupyter_cache`), under the key myst-nb computes from the notebook's code, so
@@ -22,6 +28,8 @@ The root `conftest.py` loads these hooks.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import math
 import re
@@ -52,7 +60,8 @@ SAFETY_FACTOR = 30.0  # a notebook fails only past 30x its budget: budgets are b
 SAFETY_FLOOR_S = 1800.0  # a kernel's start and imports cost the same whatever the budget
 OUTPUT_WAIT_S = 300.0  # nbval waits 5 s for each output message once a cell has run
 KERNEL_START_S = 600.0  # nbval waits 60 s for a kernel to start
-AFTER_NOTEBOOKS = ("test_scorecard.py",)  # test files that read the summaries the chapters write
+# Test files that read the summaries the chapters write (book/results/): run after the notebooks
+AFTER_NOTEBOOKS = ("test_scorecard.py", "test_summary_files.py")
 BUDGET_KEY = {"quick": "budget_s", "full": "budget_full_s"}  # front matter `repro:` keys
 CODE_CELL = re.compile(r"^```\{code-cell\}")
 
@@ -61,12 +70,41 @@ NOTEBOOK_SECONDS: dict[str, float] = {}  # notebook path -> wall time of its cel
 
 
 def pytest_addoption(parser):
-    """--notebook-safety-factor: the safety timeout in budgets (0 turns it off)."""
+    """--notebook-safety-factor: the safety timeout in budgets (0 turns it off);
+    --summary-readers: run only, or skip, what reads this run's summaries (for a parallel run)."""
     parser.addoption(
         "--notebook-safety-factor", type=float, default=SAFETY_FACTOR, metavar="N",
         help=f"stop a notebook past N times its budget, never before {SAFETY_FLOOR_S:.0f} s "
         f"(default {SAFETY_FACTOR:g}; 0: no time limit)",
     )  # fmt: skip
+    parser.addoption(
+        "--summary-readers", choices=("all", "skip", "only"), default="all",
+        help="the tests in " + ", ".join(AFTER_NOTEBOOKS) + " and book/'s notebooks read the "
+        "summaries the chapters write: 'skip' leaves them out (a parallel pass, where they would "
+        "race the chapters), 'only' runs just them (the pass after); default: all, in order",
+    )  # fmt: skip
+
+
+def pytest_ignore_collect(collection_path, config):
+    """With --summary-readers only (or skip), do not even import the test files, or parse the
+    notebooks, that the pass leaves out."""
+    choice = config.getoption("summary_readers")
+    path = Path(collection_path)
+    if choice == "all" or not path.is_file():
+        return None
+    test_file = path.suffix == ".py" and path.name.startswith("test_")
+    if not (test_file or path.suffix == ".md"):
+        return None
+    reader = path.name in AFTER_NOTEBOOKS or (path.suffix == ".md" and path.parent.name == "book")
+    return True if reader != (choice == "only") else None
+
+
+def reads_summaries(item) -> bool:
+    """Whether a test item reads the chapters' summaries (a test file in AFTER_NOTEBOOKS, or a
+    notebook under book/, such as the scorecard)."""
+    return item.path.name in AFTER_NOTEBOOKS or (
+        isinstance(item, MystCell) and item.path.parent.name == "book"
+    )
 
 
 def patient_nbval(config) -> None:
@@ -85,6 +123,13 @@ def safety_timeout(budget_s: float, factor: float) -> float:
 def shown(path: Path, root: Path) -> str:
     """`path` relative to the rootdir where it lies below it, else in full."""
     return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+
+def pytest_runtest_logreport(report):
+    """Keep each notebook's wall time so far, as its cells report it (also from xdist workers)."""
+    seconds = dict(report.user_properties).get("notebook_seconds")
+    if report.when == "call" and seconds is not None:
+        NOTEBOOK_SECONDS[report.nodeid.split("::")[0]] = seconds
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -118,7 +163,7 @@ def caching() -> bool:
     return scale() == "quick" and base_seed() == 0
 
 
-def cache_execution(path: Path, outputs: list[list]) -> None:
+def cache_execution(path: Path, outputs: list[list], seconds: float) -> None:
     """Store a passing notebook's outputs in the jupyter-cache, keyed as myst-nb keys it."""
     from jupyter_cache import get_cache
     from jupyter_cache.base import CacheBundleIn
@@ -140,21 +185,46 @@ def cache_execution(path: Path, outputs: list[list]) -> None:
         for out in outs:
             if out.get("output_type") == "execute_result":
                 out["execution_count"] = n
-    bundle = CacheBundleIn(
-        nb, str(path), data={"execution_seconds": NOTEBOOK_SECONDS[str(path.relative_to(ROOT))]}
-    )
-    get_cache(str(CACHE)).cache_notebook_bundle(bundle, check_validity=False, overwrite=True)
+    bundle = CacheBundleIn(nb, str(path), data={"execution_seconds": seconds})
+    with _cache_lock():  # two xdist workers may finish a notebook at the same moment
+        get_cache(str(CACHE)).cache_notebook_bundle(bundle, check_validity=False, overwrite=True)
+
+
+@contextlib.contextmanager
+def _cache_lock():
+    """Hold an exclusive lock on the execution cache (a lock file beside it) while writing."""
+    CACHE.parent.mkdir(parents=True, exist_ok=True)
+    with open(CACHE.parent / ".jupyter_cache.lock", "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def pytest_sessionstart(session):
-    """Make the execution cache consistent with lib/ and the pins before notebooks write to it."""
-    if caching():
+    """Make the execution cache consistent with lib/ and the pins before notebooks write to it
+    (once, in the process that starts any xdist workers)."""
+    if caching() and not hasattr(session.config, "workerinput"):
         prepare_cache()
 
 
-def pytest_collection_modifyitems(items):
-    """Run the summary-reading tests last, after every notebook has rewritten its summary."""
-    items.sort(key=lambda item: item.path.name in AFTER_NOTEBOOKS)
+def pytest_collection_modifyitems(config, items):
+    """Keep or drop the summary readers (--summary-readers), then order: chapters first, the
+    largest budget first (xdist hands out files in this order), the unit tests next, and the
+    summary readers last, after every chapter has rewritten its summary."""
+    choice = config.getoption("summary_readers")
+    if choice != "all":
+        wanted = choice == "only"
+        config.hook.pytest_deselected(items=[i for i in items if reads_summaries(i) != wanted])
+        items[:] = [i for i in items if reads_summaries(i) == wanted]
+
+    def order(item) -> tuple:
+        chapter = item.parent if isinstance(item, MystCell) and not reads_summaries(item) else None
+        budget = chapter.budget_s if chapter is not None else 0.0
+        return (reads_summaries(item), chapter is None, -budget)
+
+    items.sort(key=order)  # stable: cells keep their order within a notebook
 
 
 def pytest_collect_file(file_path, parent):
@@ -235,11 +305,12 @@ class MystCell(IPyNbCell):
             notebook.failed_cell = self.cell_num
             raise
         finally:
-            rel = shown(notebook.path, self.config.rootpath)
-            NOTEBOOK_SECONDS[rel] = time.monotonic() - notebook.started_at
+            seconds = time.monotonic() - notebook.started_at
+            self.user_properties.append(("notebook_seconds", seconds))
         notebook.outputs[self.cell_num] = self.test_outputs
         if len(notebook.outputs) == notebook.n_cells and caching():
-            cache_execution(notebook.path, [notebook.outputs[n] for n in range(notebook.n_cells)])
+            outputs = [notebook.outputs[n] for n in range(notebook.n_cells)]
+            cache_execution(notebook.path, outputs, time.monotonic() - notebook.started_at)
 
     def reportinfo(self):
         rel = shown(self.path, self.config.rootpath)

@@ -304,3 +304,86 @@ def test_chapters_offer_their_notebook_and_the_teachers_page_the_pack(server, br
         assert response.ok and response.body()[:2] == b"PK", "the course pack does not download"
     finally:
         page.close()
+
+
+# ------------------------------------------------------------------ the reader's path (issue 59)
+READER_WORDS = 2500  # a chapter's reader's path, every fold closed (book/how_to_read.md)
+
+# Words a reader sees in the page's article with every fold closed: text nodes that are rendered
+# (checkVisibility: no closed <details>, no display:none or visibility:hidden above them), code
+# and outputs included; typeset formulas and the headings' link marks are not words.
+READER_TEXT = """() => {
+  const article = document.querySelector('article.bd-article') || document.querySelector('main');
+  const skip = 'script, style, mjx-container, .MathJax, .headerlink';
+  const walker = document.createTreeWalker(article, NodeFilter.SHOW_TEXT);
+  const words = [];
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    const el = n.parentElement;
+    if (el.closest(skip)) continue;
+    if (!el.checkVisibility({visibilityProperty: true, opacityProperty: true})) continue;
+    words.push(...(n.textContent.match(/[\\p{L}\\p{N}][\\p{L}\\p{N}'’._-]*/gu) || []));
+  }
+  return words;
+}"""
+
+# Figures a reader sees with every fold closed: loaded images in the article, rendered.
+READER_FIGURES = """() => [...(document.querySelector('article.bd-article') ||
+                              document.querySelector('main')).querySelectorAll('img')]
+  .filter(img => img.naturalWidth > 0 && img.checkVisibility()).length"""
+
+# Open every fold in document order (a fold inside a fold after its parent): click its bar and
+# report the folds whose content is still not rendered afterwards.
+FOLDS_OPEN = """() => {
+  const article = document.querySelector('article.bd-article') || document.querySelector('main');
+  const stuck = [];
+  for (const details of article.querySelectorAll('details')) {
+    const summary = details.querySelector(':scope > summary');
+    if (!summary) { stuck.push('a fold without a bar to click'); continue; }
+    if (!details.open) summary.click();
+    const content = [...details.children].find(c => c.tagName !== 'SUMMARY');
+    if (!details.open || (content && !content.checkVisibility())) {
+      stuck.push(summary.innerText.trim().slice(0, 60) || '(untitled fold)');
+    }
+  }
+  return {count: article.querySelectorAll('details').length, stuck};
+}"""
+
+
+def central_claims(chapter: str) -> int:
+    """How many central claims the chapter's committed quick summary has."""
+    import json
+
+    summary = json.loads((ROOT / "book" / "results" / f"{chapter}.json").read_text())
+    return sum(bool(c["central"]) for c in summary["claims"])
+
+
+@pytest.mark.parametrize("chapter", toc_chapters())
+def test_a_chapters_reader_path_is_short_and_shows_its_figures(server, browser, chapter):
+    """With every fold closed a chapter shows at most READER_WORDS words and at least one
+    figure per central claim (book/how_to_read.md, issue 59)."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        page.goto(f"{server}/notebooks/{chapter}.html", wait_until="load")
+        page.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
+        words = len(page.evaluate(READER_TEXT))
+        figures = page.evaluate(READER_FIGURES)
+    finally:
+        page.close()
+    assert words <= READER_WORDS, (
+        f"{chapter}: {words} visible words with every fold closed, more than {READER_WORDS}: "
+        "fold the referee's file and plumbing code (book/how_to_read.md)"
+    )
+    assert figures >= central_claims(chapter), (
+        f"{chapter}: {figures} visible figures for {central_claims(chapter)} central claims"
+    )
+
+
+@pytest.mark.parametrize("chapter", toc_chapters())
+def test_every_fold_of_a_chapter_opens_on_click(server, browser, chapter):
+    page, _ = open_page(browser, f"{server}/notebooks/{chapter}.html")
+    try:
+        folds = page.evaluate(FOLDS_OPEN)
+    finally:
+        page.close()
+    assert folds["count"] > 0, f"{chapter}: no folded section (the referee's file is folded)"
+    assert not folds["stuck"], f"{chapter}: folds that did not open on click: {folds['stuck']}"

@@ -31,7 +31,7 @@ from lib.claims.summary import (
     summary_name,
     write_atomically,
 )
-from lib.runs import base_seed
+from lib.runs import base_seed, workers
 from lib.scale import scale
 
 
@@ -494,7 +494,8 @@ class ClaimChecks:
         run_time = _process_seconds()
         self.save(run_time_s=run_time)
         _glue("verdict", self.verdict())
-        _glue("run_time", f"{run_time:.0f} s")
+        n = workers()  # the page says how this run was made: `make test` runs one per chapter
+        _glue("run_time", f"{run_time:.0f} s with {n} worker process{'es' if n > 1 else ''}")
         for claim, verdict in self.claim_verdicts().items():
             _glue(f"verdict_{claim}", verdict)
         _show(self.verdict_table(), self.table())
