@@ -4,14 +4,14 @@
 
 OUT/scaling-reproduced-course/ (and OUT/scaling-reproduced-course.zip of it) holds:
 - notebooks/NN_name.ipynb: each chapter converted by Jupytext, outputs cleared, with two cells
-  put first (what to install if `lib` is missing; a check that says so) and myst_nb's `glue`
-  swapped for `lib.glue`, which needs no myst_nb (a Colab or plain Jupyter kernel has none);
+  put first (what to install if `lib` is missing; a check that says so);
 - the library's wheel, built from pyproject.toml without dependencies;
 - data/: the published datasets, with data/README.md (provenance) and their licence files;
 - requirements.txt: the runtime subset of the project's pins, and README.md for teachers.
 
-The chapters themselves are not edited for the pack: the swap is made here, at build time, and
-fails loudly if a chapter imports myst_nb in a way it does not know.
+The chapters are not edited for the pack: they glue values with `lib.glue`, which needs no
+myst_nb (a Colab or plain Jupyter kernel has none), and the build fails loudly if a chapter's
+code mentions myst_nb.
 """
 
 from __future__ import annotations
@@ -34,8 +34,6 @@ NAME = "scaling-reproduced-course"
 RUNTIME = ("numpy", "scipy", "matplotlib", "pandas", "scikit-learn", "threadpoolctl", "joblib",
            "tqdm", "torch")  # fmt: skip
 UNPINNED = ("psutil",)  # imported by lib.claims but pinned by nothing: its installed version
-BOOK_GLUE = "from myst_nb import glue"
-PACK_GLUE = "from lib.glue import glue  # the book's glue where its builder is installed"
 TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
 # The book's builder: the pack needs it only while a lib module other than lib/glue.py imports it
 BOOK_GLUE_PACKAGE = ("myst-nb", "myst_nb")
@@ -134,18 +132,15 @@ def _setup_cells(wheel: str, folders: list[str]) -> list:
 
 
 def pack_notebook(path: Path, wheel: str, folders: list[str]) -> nbformat.NotebookNode:
-    """The chapter at `path` as the pack's notebook: setup cells first, outputs cleared, glue
-    from lib.glue; PackError if a code cell still mentions myst_nb afterwards."""
+    """The chapter at `path` as the pack's notebook: setup cells first, outputs cleared;
+    PackError if a code cell mentions myst_nb, which a kernel without it cannot run."""
     notebook = jupytext.read(path, fmt="md:myst")
     for k, cell in enumerate(notebook.cells):
         if cell.cell_type != "code":
             continue
-        cell.source = "\n".join(PACK_GLUE if line == BOOK_GLUE else line
-                                for line in cell.source.split("\n"))  # fmt: skip
         if "myst_nb" in cell.source:
-            raise PackError(f"{path.name}, code cell {k}: it uses myst_nb other than by "
-                            f"'{BOOK_GLUE}', which a kernel without myst_nb cannot run; "
-                            "import glue from lib.glue instead")  # fmt: skip
+            raise PackError(f"{path.name}, code cell {k}: it uses myst_nb, which a kernel "
+                            "without it cannot run; glue values with lib.glue instead")  # fmt: skip
         cell.outputs, cell.execution_count = [], None
     notebook.cells[:0] = _setup_cells(wheel, folders)
     notebook.metadata.pop("jupytext", None)  # a plain notebook now, not a paired text file
