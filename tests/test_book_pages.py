@@ -145,27 +145,65 @@ def hidden_sources(source: str) -> list[str]:
     return lines
 
 
-@pytest.mark.parametrize("source", toc_pages())
-def test_page_renders_cleanly(server, browser, source):
-    page_path = HTML / f"{source}.html"
-    assert page_path.exists(), f"{source} was not built"
-    page, errors = open_page(browser, f"{server}/{source}.html")
+@pytest.fixture(scope="module")
+def visit(server, browser):
+    """Facts about a page, read in one visit per page and shared by the tests that need them:
+    visit(source) loads it at 1280x900, waits for MathJax, reads everything, and only then
+    opens every fold (which changes the page)."""
+    seen: dict[str, dict] = {}
+
+    def facts(source: str) -> dict:
+        if source not in seen:
+            seen[source] = _read_page(browser, f"{server}/{source}.html", source)
+        return seen[source]
+
+    return facts
+
+
+def _read_page(browser, url: str, source: str) -> dict:
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("requestfailed", lambda r: errors.append(f"failed to load {r.url}"))
+    page.on("response", lambda r: errors.append(f"{r.status} {r.url}") if r.status >= 400 else None)
     try:
-        assert not errors, f"console errors: {errors}"
-        raw = RAW_MATH.findall(page.evaluate(VISIBLE_TEXT))
-        assert not raw, f"untypeset math left in the text: {raw[:5]}"
-        for img in page.evaluate(IMAGES):
-            assert img["width"] > 0, f"image did not load: {img['src']}"
-            assert img["alt"] or img["caption"], f"image without alt text or caption: {img['src']}"
-        broken = broken_internal_links(page_path, page.evaluate(LINKS))
-        assert not broken, f"broken internal links or citations: {broken}"
+        page.goto(url, wait_until="load")
+        page.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
+        facts = {
+            "errors": errors,
+            "text": page.evaluate(VISIBLE_TEXT),
+            "images": page.evaluate(IMAGES),
+            "links": page.evaluate(LINKS),
+            "reader_words": len(page.evaluate(READER_TEXT)),
+            "reader_figures": page.evaluate(READER_FIGURES),
+            "shown_hidden": [],
+        }
         if (ROOT / f"{source}.md").exists():
             for line in hidden_sources(source):
                 shown = page.locator("pre", has_text=line)
-                visible = [shown.nth(i).is_visible() for i in range(shown.count())]
-                assert not any(visible), f"input meant to be hidden is visible: {line!r}"
+                if any(shown.nth(i).is_visible() for i in range(shown.count())):
+                    facts["shown_hidden"].append(line)
+        facts["folds"] = page.evaluate(FOLDS_OPEN)  # last: it opens the page's folds
+        return facts
     finally:
         page.close()
+
+
+@pytest.mark.parametrize("source", toc_pages())
+def test_page_renders_cleanly(visit, source):
+    page_path = HTML / f"{source}.html"
+    assert page_path.exists(), f"{source} was not built"
+    page = visit(source)
+    assert not page["errors"], f"console errors: {page['errors']}"
+    raw = RAW_MATH.findall(page["text"])
+    assert not raw, f"untypeset math left in the text: {raw[:5]}"
+    for img in page["images"]:
+        assert img["width"] > 0, f"image did not load: {img['src']}"
+        assert img["alt"] or img["caption"], f"image without alt text or caption: {img['src']}"
+    broken = broken_internal_links(page_path, page["links"])
+    assert not broken, f"broken internal links or citations: {broken}"
+    assert not page["shown_hidden"], f"input meant to be hidden is visible: {page['shown_hidden']}"
 
 
 def toc_chapters() -> list[str]:
@@ -284,18 +322,17 @@ def test_scorecard_tables_fit_the_content_column(server, browser):
         page.close()
 
 
-def test_chapters_offer_their_notebook_and_the_teachers_page_the_pack(server, browser):
+def test_chapters_offer_their_notebook_and_the_teachers_page_the_pack(server, browser, visit):
     """Each chapter's download menu lists the course pack's .ipynb (book/_ext/course_downloads.py)
     and it downloads as a notebook; the teachers' page links the pack's zip, which downloads."""
+    from urllib.request import urlopen
+
     for chapter in toc_chapters():
-        page, _ = open_page(browser, f"{server}/notebooks/{chapter}.html")
-        try:
-            link = page.locator(f'a[href$="_sources/notebooks/{chapter}.ipynb"]')
-            assert link.count() >= 1, f"{chapter}: no .ipynb in the download menu"
-            response = page.request.get(f"{server}/notebooks/{link.first.get_attribute('href')}")
-            assert response.ok and '"nbformat": 4' in response.text(), f"{chapter}: bad .ipynb"
-        finally:
-            page.close()
+        links = visit(f"notebooks/{chapter}")["links"]
+        offered = [h for h in links if h.endswith(f"_sources/notebooks/{chapter}.ipynb")]
+        assert offered, f"{chapter}: no .ipynb in the download menu"
+        with urlopen(f"{server}/notebooks/{offered[0]}") as response:
+            assert '"nbformat": 4' in response.read().decode(), f"{chapter}: bad .ipynb"
     page, _ = open_page(browser, f"{server}/book/teaching.html")
     try:
         link = page.locator('a[href$="scaling-reproduced-course.zip"]')
@@ -358,17 +395,11 @@ def central_claims(chapter: str) -> int:
 
 
 @pytest.mark.parametrize("chapter", toc_chapters())
-def test_a_chapters_reader_path_is_short_and_shows_its_figures(server, browser, chapter):
+def test_a_chapters_reader_path_is_short_and_shows_its_figures(visit, chapter):
     """With every fold closed a chapter shows at most READER_WORDS words and at least one
     figure per central claim (book/how_to_read.md, issue 59)."""
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    try:
-        page.goto(f"{server}/notebooks/{chapter}.html", wait_until="load")
-        page.evaluate("() => window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
-        words = len(page.evaluate(READER_TEXT))
-        figures = page.evaluate(READER_FIGURES)
-    finally:
-        page.close()
+    page = visit(f"notebooks/{chapter}")
+    words, figures = page["reader_words"], page["reader_figures"]
     assert words <= READER_WORDS, (
         f"{chapter}: {words} visible words with every fold closed, more than {READER_WORDS}: "
         "fold the referee's file and plumbing code (book/how_to_read.md)"
@@ -379,11 +410,7 @@ def test_a_chapters_reader_path_is_short_and_shows_its_figures(server, browser, 
 
 
 @pytest.mark.parametrize("chapter", toc_chapters())
-def test_every_fold_of_a_chapter_opens_on_click(server, browser, chapter):
-    page, _ = open_page(browser, f"{server}/notebooks/{chapter}.html")
-    try:
-        folds = page.evaluate(FOLDS_OPEN)
-    finally:
-        page.close()
+def test_every_fold_of_a_chapter_opens_on_click(visit, chapter):
+    folds = visit(f"notebooks/{chapter}")["folds"]
     assert folds["count"] > 0, f"{chapter}: no folded section (the referee's file is folded)"
     assert not folds["stuck"], f"{chapter}: folds that did not open on click: {folds['stuck']}"
