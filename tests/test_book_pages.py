@@ -310,10 +310,11 @@ CLIPPED_TABLES = """() => {
 }"""
 
 
-def test_scorecard_tables_fit_the_content_column(server, browser):
-    """At 1280 px every visible table of the scorecard fits the content column, or sits in a
-    box that scrolls sideways: no column is cut off."""
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
+@pytest.mark.parametrize("width", [1280, 390])  # a laptop, a phone
+def test_scorecard_tables_fit_the_content_column(server, browser, width):
+    """At 1280 px and on a phone every visible table of the scorecard fits the content column,
+    or sits in a box that scrolls sideways: no column is cut off."""
+    page = browser.new_page(viewport={"width": width, "height": 900})
     try:
         page.goto(f"{server}/book/scorecard.html", wait_until="load")
         clipped = page.evaluate(CLIPPED_TABLES)
