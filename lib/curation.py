@@ -636,35 +636,42 @@ def simulate_oracle_relabel(
     itself, y = sign(x.w_o), and fits ridge on all of it; errors (rounds+1,), round 0 = the
     first generator's error. Directions are drawn as in `simulate_collapse` (same seed, same
     w*, w_o)."""
-    n = validate.integer("n", n, minimum=1)
-    _, d, lam = _sizes(n, d, lam)
-    rounds = validate.integer("rounds", rounds, minimum=1)
-    rng = np.random.default_rng(_seed(seed))
-    w_star, w_gen, w_o = make_directions(independent_errors(rho0, rho_star), d, rng)
-    errors = [error_from_cos(w_gen @ w_star)]
-    for _ in range(rounds):
-        X = rng.standard_normal((n, d))
+
+    def oracle_labels(X, w_gen, w_o, rng):  # the generator labels nothing here
         y = np.where(X @ w_o >= 0, 1.0, -1.0)
-        w = _ridge(X, y, np.ones(n, dtype=bool), np.array([lam]))[0]
-        errors.append(error_from_cos(w @ w_star / np.linalg.norm(w)))
-    return np.array(errors)
+        return y, np.ones(len(y), dtype=bool)
+
+    return _self_training(n, d, lam, rho0, rho_star, rounds, seed, oracle_labels)
 
 
 def simulate_collapse(
     n: int, d: int, lam: float, rho0: float, rho_star: float, rule: Rule, rounds: int, seed
 ) -> np.ndarray:
     """Simulated errors (rounds+1,) when each round's ridge model labels the next round's data."""
+    _instance("rule", rule, Rule)
+
+    def curated_labels(X, w_gen, w_o, rng):
+        y = np.where(X @ w_gen >= 0, 1.0, -1.0)
+        return y, _keep(rule, X @ w_o, y, rng)
+
+    return _self_training(n, d, lam, rho0, rho_star, rounds, seed, curated_labels)
+
+
+def _self_training(n, d, lam, rho0, rho_star, rounds, seed, label) -> np.ndarray:
+    """Errors (rounds+1,) of a self-training loop, round 0 = the first generator's. Directions
+    w*, w_gen, w_o as `make_directions` draws them; each round draws X (n, d), asks
+    `label(X, w_gen, w_o, rng)` for labels y (n,) and a keep mask (n,), fits ridge on the kept
+    rows, and the fit's direction w / |w| becomes the next generator."""
     n = validate.integer("n", n, minimum=1)
     _, d, lam = _sizes(n, d, lam)
     rounds = validate.integer("rounds", rounds, minimum=1)
-    _instance("rule", rule, Rule)
     rng = np.random.default_rng(_seed(seed))
     w_star, w_gen, w_o = make_directions(independent_errors(rho0, rho_star), d, rng)
     errors = [error_from_cos(w_gen @ w_star)]
     for _ in range(rounds):
         X = rng.standard_normal((n, d))
-        y = np.where(X @ w_gen >= 0, 1.0, -1.0)
-        w = _ridge(X, y, _keep(rule, X @ w_o, y, rng), np.array([lam]))[0]
+        y, keep = label(X, w_gen, w_o, rng)
+        w = _ridge(X, y, keep, np.array([lam]))[0]
         w_gen = w / np.linalg.norm(w)
         errors.append(error_from_cos(w_gen @ w_star))
     return np.array(errors)

@@ -95,16 +95,13 @@ def pytest_ignore_collect(collection_path, config):
     test_file = path.suffix == ".py" and path.name.startswith("test_")
     if not (test_file or path.suffix == ".md"):
         return None
-    reader = path.name in AFTER_NOTEBOOKS or (path.suffix == ".md" and path.parent.name == "book")
-    return True if reader != (choice == "only") else None
+    return True if reads_summaries(path) != (choice == "only") else None
 
 
-def reads_summaries(item) -> bool:
-    """Whether a test item reads the chapters' summaries (a test file in AFTER_NOTEBOOKS, or a
-    notebook under book/, such as the scorecard)."""
-    return item.path.name in AFTER_NOTEBOOKS or (
-        isinstance(item, MystCell) and item.path.parent.name == "book"
-    )
+def reads_summaries(path: Path) -> bool:
+    """Whether the test file or notebook at `path` reads the chapters' summaries: a test file in
+    AFTER_NOTEBOOKS, or a notebook under book/, such as the scorecard."""
+    return path.name in AFTER_NOTEBOOKS or (path.suffix == ".md" and path.parent.name == "book")
 
 
 def patient_nbval(config) -> None:
@@ -216,13 +213,14 @@ def pytest_collection_modifyitems(config, items):
     choice = config.getoption("summary_readers")
     if choice != "all":
         wanted = choice == "only"
-        config.hook.pytest_deselected(items=[i for i in items if reads_summaries(i) != wanted])
-        items[:] = [i for i in items if reads_summaries(i) == wanted]
+        config.hook.pytest_deselected(items=[i for i in items if reads_summaries(i.path) != wanted])
+        items[:] = [i for i in items if reads_summaries(i.path) == wanted]
 
     def order(item) -> tuple:
-        chapter = item.parent if isinstance(item, MystCell) and not reads_summaries(item) else None
+        reader = reads_summaries(item.path)
+        chapter = item.parent if isinstance(item, MystCell) and not reader else None
         budget = chapter.budget_s if chapter is not None else 0.0
-        return (reads_summaries(item), chapter is None, -budget)
+        return (reader, chapter is None, -budget)
 
     items.sort(key=order)  # stable: cells keep their order within a notebook
 
